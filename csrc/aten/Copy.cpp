@@ -1,0 +1,41 @@
+// Transfers between host and device, and reading a scalar back.
+
+#include "aten/HostView.h"
+#include "runtime/Device.h"
+
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <torch/library.h>
+
+namespace neuron {
+namespace {
+
+at::Tensor host_side(const at::Tensor& t) {
+  return t.device().type() == kNeuron ? host_view(t) : t;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.device().type() == kNeuron || self.device().is_cpu(),
+      "Cannot copy from ", self.device(), " to ", dst.device(), "; go through the CPU");
+  TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(),
+      "Cannot copy from ", self.device(), " to ", dst.device(), "; go through the CPU");
+  host_side(dst).copy_(host_side(self), non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  return at::native::_local_scalar_dense_cpu(host_view(self));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+} // namespace
+} // namespace neuron

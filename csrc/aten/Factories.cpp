@@ -1,0 +1,48 @@
+// Tensor creation in device memory.
+
+#include "runtime/Allocator.h"
+#include "runtime/Device.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace neuron {
+namespace {
+
+void check_memory_format(std::optional<c10::MemoryFormat> format) {
+  auto f = format.value_or(c10::MemoryFormat::Contiguous);
+  TORCH_CHECK(f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve,
+      "Neuron tensors only support contiguous or preserve memory format, got ", f,
+      ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
+}
+
+c10::DeviceIndex device_index(std::optional<c10::Device> device) {
+  return check_device(device.has_value() ? device->index() : -1);
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+    std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  check_memory_format(memory_format);
+  c10::DeviceGuard guard(c10::Device(kNeuron, device_index(device)));
+  return at::detail::empty_generic(size, device_allocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+    std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+    std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  c10::DeviceGuard guard(c10::Device(kNeuron, device_index(device)));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+}
+
+} // namespace
+} // namespace neuron

@@ -1,0 +1,285 @@
+#include "aten/Fallback.h"
+
+#include "aten/HostView.h"
+#include "runtime/Allocator.h"
+#include "runtime/Device.h"
+#include "runtime/Generator.h"
+
+#include <ATen/core/TensorBody.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+namespace neuron {
+namespace {
+
+struct StorageAlias {
+  c10::StorageImpl* device;
+  c10::Storage host;
+};
+
+struct TensorArg {
+  at::Tensor device;
+  at::Tensor host;
+  bool writable;
+};
+
+c10::Storage copy_to_host(c10::StorageImpl* device_storage) {
+  size_t nbytes = device_storage->nbytes();
+  auto storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, c10::GetCPUAllocator()->allocate(nbytes),
+      c10::GetCPUAllocator(), true));
+  if (nbytes > 0) {
+    std::memcpy(storage.mutable_data(), device_storage->data(), nbytes);
+  }
+  return storage;
+}
+
+// Makes `dev` hold `nbytes` of fresh device memory on its own device.
+void reallocate(c10::StorageImpl* dev, size_t nbytes) {
+  auto old = current_device();
+  set_current_device(dev->device().index());
+  auto data = device_allocator()->allocate(nbytes);
+  set_current_device(old);
+  dev->set_data_ptr_noswap(std::move(data));
+  dev->set_nbytes(nbytes);
+}
+
+bool is_channels_last(const c10::IValue& v) {
+  if (!v.isInt()) {
+    return false;
+  }
+  auto f = static_cast<c10::MemoryFormat>(v.toInt());
+  return f == c10::MemoryFormat::ChannelsLast || f == c10::MemoryFormat::ChannelsLast3d;
+}
+
+class HostCall {
+ public:
+  HostCall(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool copy)
+      : op_(op), schema_(op.schema()), stack_(*stack), copy_(copy) {}
+
+  void run() {
+    const auto& args = schema_.arguments();
+    const size_t first = stack_.size() - args.size();
+    for (size_t i = 0; i < args.size(); ++i) {
+      prepare(args[i], stack_[first + i]);
+    }
+    if (device_ < 0) {
+      device_ = current_device();
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      swap_generator(args[i], stack_[first + i]);
+    }
+    call();
+    write_back();
+    const size_t nret = schema_.returns().size();
+    for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
+      finish(stack_[i]);
+    }
+  }
+
+ private:
+  void prepare(const c10::Argument& arg, c10::IValue& v) {
+    bool writable = arg.alias_info() && arg.alias_info()->isWrite();
+    if (v.isTensor()) {
+      v = to_host(v.toTensor(), arg, writable);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t i = 0; i < list.size(); ++i) {
+        list[i] = to_host(list[i], arg, writable);
+      }
+    } else if (v.isList() && arg.type()->kind() == c10::TypeKind::ListType) {
+      auto list = v.toList();
+      for (size_t i = 0; i < list.size(); ++i) {
+        c10::IValue e = list.get(i);
+        if (e.isTensor()) {
+          list.set(i, to_host(e.toTensor(), arg, writable));
+        }
+      }
+    } else if (v.isDevice()) {
+      auto d = v.toDevice();
+      if (d.type() == kNeuron) {
+        note_device(check_device(d.index()), arg);
+        v = c10::Device(c10::DeviceType::CPU);
+      }
+    } else if (arg.name() == "memory_format" && is_channels_last(v)) {
+      TORCH_CHECK(false, "Neuron tensors only support contiguous or preserve memory format, but ",
+          schema_.operator_name(), " was asked for ", static_cast<c10::MemoryFormat>(v.toInt()),
+          ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
+    }
+  }
+
+  void swap_generator(const c10::Argument& arg, c10::IValue& v) {
+    const auto& type = arg.type();
+    bool is_gen = type->kind() == c10::TypeKind::GeneratorType ||
+        (type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+             c10::TypeKind::GeneratorType);
+    if (!is_gen) {
+      return;
+    }
+    std::optional<at::Generator> gen;
+    if (v.isGenerator()) {
+      gen = v.toGenerator();
+    }
+    v = host_generator(gen, device_);
+  }
+
+  void note_device(c10::DeviceIndex index, const c10::Argument& arg) {
+    if (device_ < 0) {
+      device_ = index;
+      return;
+    }
+    TORCH_CHECK(device_ == index,
+        "Expected all tensors to be on the same device, but got ", arg.name(), " is on neuron:",
+        static_cast<int>(index), ", different from other tensors on neuron:",
+        static_cast<int>(device_), " (when checking argument in method ",
+        schema_.operator_name(), ")");
+  }
+
+  at::Tensor to_host(const at::Tensor& t, const c10::Argument& arg, bool writable) {
+    if (!t.defined()) {
+      return t;
+    }
+    if (t.device().type() != kNeuron) {
+      // 0-dim CPU tensors are scalars; CPU index tensors are accepted as CUDA accepts them.
+      if (t.dim() > 0 && arg.name() != "indices") {
+        cpu_operand_ = &arg;
+      }
+      check_mixing();
+      return t;
+    }
+    note_device(t.device().index(), arg);
+    check_mixing();
+    auto* dev = t.storage().unsafeGetStorageImpl();
+    const c10::Storage* host = nullptr;
+    for (const auto& a : storages_) {
+      if (a.device == dev) {
+        host = &a.host;
+        break;
+      }
+    }
+    if (!host) {
+      storages_.push_back({dev, copy_ ? copy_to_host(dev) : host_storage(dev)});
+      host = &storages_.back().host;
+    }
+    auto h = tensor_over(*host, t, c10::DispatchKey::CPU);
+    tensors_.push_back({t, h, writable});
+    return h;
+  }
+
+  void check_mixing() {
+    TORCH_CHECK(!(cpu_operand_ && device_ >= 0),
+        "Expected all tensors to be on the same device, but got ", cpu_operand_->name(),
+        " is on cpu, different from other tensors on neuron:", static_cast<int>(device_),
+        " (when checking argument in method ", schema_.operator_name(), ")");
+  }
+
+  void call() {
+    try {
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack_);
+    } catch (const c10::NotImplementedError&) {
+      TORCH_CHECK_NOT_IMPLEMENTED(op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
+          "The operator '", schema_.operator_name(), "' is not supported on the neuron device: "
+          "it has no neuron kernel and no CPU kernel to run on the emulated NeuronCore (it exists "
+          "only for another backend, such as CUDA or cuDNN). Use an equivalent op that has a "
+          "CPU implementation.");
+      throw;
+    }
+  }
+
+  const StorageAlias* alias_of(const c10::StorageImpl* host) const {
+    for (const auto& a : storages_) {
+      if (a.host.unsafeGetStorageImpl() == host) {
+        return &a;
+      }
+    }
+    return nullptr;
+  }
+
+  // Carries what a host kernel did to mutable arguments (resize, rebind, data) back to the device.
+  void write_back() {
+    for (auto& ta : tensors_) {
+      if (!ta.writable) {
+        continue;
+      }
+      auto* himpl = ta.host.unsafeGetTensorImpl();
+      auto* dimpl = ta.device.unsafeGetTensorImpl();
+      const auto* alias = alias_of(himpl->storage().unsafeGetStorageImpl());
+      if (alias) {
+        auto* hs = alias->host.unsafeGetStorageImpl();
+        auto* ds = alias->device;
+        bool moved = hs->data() != ds->data() || hs->nbytes() != ds->nbytes();
+        if (copy_ || moved) {
+          if (hs->nbytes() != ds->nbytes() || (!copy_ && moved)) {
+            reallocate(ds, hs->nbytes());
+          }
+          if (hs->nbytes() > 0 && ds->data() != hs->data()) {
+            std::memcpy(ds->mutable_data(), hs->data(), hs->nbytes());
+          }
+        }
+      } else {
+        dimpl->set_storage_keep_dtype(device_storage_from(himpl->storage(), device_));
+      }
+      if (dimpl->sizes() != himpl->sizes() || dimpl->strides() != himpl->strides() ||
+          dimpl->storage_offset() != himpl->storage_offset()) {
+        dimpl->set_sizes_and_strides(himpl->sizes(), himpl->strides(), himpl->storage_offset());
+      }
+    }
+  }
+
+  at::Tensor to_device_tensor(at::Tensor&& h) {
+    if (!h.defined() || h.device().type() != c10::DeviceType::CPU) {
+      return std::move(h);
+    }
+    for (const auto& ta : tensors_) {
+      if (ta.host.unsafeGetTensorImpl() == h.unsafeGetTensorImpl()) {
+        return ta.device;
+      }
+    }
+    if (const auto* alias = alias_of(h.storage().unsafeGetStorageImpl())) {
+      return tensor_over(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+                             alias->device)),
+          h, c10::DispatchKey::PrivateUse1);
+    }
+    return to_device(std::move(h), device_);
+  }
+
+  void finish(c10::IValue& v) {
+    if (v.isTensor()) {
+      v = to_device_tensor(std::move(v).toTensor());
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t i = 0; i < list.size(); ++i) {
+        list.set(i, to_device_tensor(list.extract(i)));
+      }
+    }
+  }
+
+  const c10::OperatorHandle& op_;
+  const c10::FunctionSchema& schema_;
+  torch::jit::Stack& stack_;
+  const bool copy_;
+  c10::DeviceIndex device_ = -1;
+  const c10::Argument* cpu_operand_ = nullptr;
+  c10::SmallVector<StorageAlias, 4> storages_;
+  c10::SmallVector<TensorArg, 4> tensors_;
+};
+
+} // namespace
+
+void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  HostCall(op, stack, false).run();
+}
+
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  HostCall(op, stack, true).run();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_native>());
+}
+
+} // namespace neuron

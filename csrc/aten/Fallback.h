@@ -1,0 +1,13 @@
+#pragma once
+// The one mechanism that executes ATen ops on the emulated core: host kernels on device memory.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace neuron {
+
+// Native tier: the CPU kernel runs directly on device memory (zero copy).
+void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// CPU-fallback tier: inputs are copied to the host, the CPU kernel runs, results are copied back.
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+} // namespace neuron

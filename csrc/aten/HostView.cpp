@@ -1,0 +1,89 @@
+#include "aten/HostView.h"
+
+#include "runtime/Allocator.h"
+#include "runtime/Device.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/COW.h>
+
+#include <cstring>
+
+namespace neuron {
+namespace {
+
+void release_device_storage(void* ctx) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
+}
+
+c10::Storage new_device_storage(size_t nbytes, c10::DeviceIndex device) {
+  auto old = current_device();
+  set_current_device(device);
+  auto data = device_allocator()->allocate(nbytes);
+  set_current_device(old);
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data), device_allocator(), true));
+}
+
+} // namespace
+
+c10::Storage host_storage(c10::StorageImpl* device_storage) {
+  void* data = device_storage->nbytes() ? device_storage->mutable_data() : nullptr;
+  c10::raw::intrusive_ptr::incref(device_storage);
+  c10::DataPtr ptr(data, device_storage, &release_device_storage, c10::Device(c10::DeviceType::CPU));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(), std::move(ptr),
+      c10::GetCPUAllocator(), true));
+}
+
+at::Tensor tensor_over(const c10::Storage& storage, const at::Tensor& t, c10::DispatchKey key) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage), c10::DispatchKeySet(key), t.dtype());
+  auto* impl = out.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (t.is_conj()) {
+    impl->_set_conj(true);
+  }
+  if (t.is_neg()) {
+    impl->_set_neg(true);
+  }
+  return out;
+}
+
+at::Tensor host_view(const at::Tensor& t) {
+  return tensor_over(host_storage(t.storage().unsafeGetStorageImpl()), t, c10::DispatchKey::CPU);
+}
+
+c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device) {
+  auto* impl = s.unsafeGetStorageImpl();
+  size_t nbytes = impl->nbytes();
+  if (s.use_count() == 1 && impl->data_ptr().device().is_cpu() && nbytes > 0 &&
+      !c10::impl::cow::is_cow_data_ptr(impl->data_ptr())) {
+    auto host = impl->set_data_ptr(c10::DataPtr());
+    auto data = device_allocator()->adopt(std::move(host), nbytes, device);
+    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data), device_allocator(), true));
+  }
+  auto out = new_device_storage(nbytes, device);
+  if (nbytes > 0) {
+    std::memcpy(out.mutable_data(), impl->data(), nbytes);
+  }
+  return out;
+}
+
+at::Tensor to_device(at::Tensor&& t, c10::DeviceIndex device) {
+  if (!t.defined()) {
+    return t;
+  }
+  const auto& storage = t.storage();
+  // A tensor that is a small window on a large shared buffer is copied compactly.
+  bool exclusive = t.use_count() == 1 && storage.use_count() == 1;
+  if (exclusive) {
+    auto dev = device_storage_from(storage, device);
+    return tensor_over(dev, t, c10::DispatchKey::PrivateUse1);
+  }
+  auto compact = t.contiguous().clone();
+  auto dev = device_storage_from(compact.storage(), device);
+  return tensor_over(dev, compact, c10::DispatchKey::PrivateUse1);
+}
+
+} // namespace neuron

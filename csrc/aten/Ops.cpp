@@ -1,0 +1,87 @@
+// The torch.ops.neuron helpers that the Python layer calls (no pybind in the core library).
+
+#include "aten/HostView.h"
+#include "aten/Routing.h"
+#include "runtime/Device.h"
+#include "runtime/Generator.h"
+
+#include <torch/library.h>
+
+namespace neuron {
+namespace {
+
+at::Tensor as_cpu(const at::Tensor& self) {
+  return host_view(self);
+}
+
+at::Tensor as_cpu_identity(const at::Tensor& self) {
+  return self.alias();
+}
+
+std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops) {
+  auto counts = route_ops(cpu_fallback_ops);
+  return {counts.native, counts.cpu_fallback};
+}
+
+// Raises the platform's configuration error, where device_count() alone would report 0 cores.
+int64_t count() {
+  platform_name();
+  return device_count();
+}
+
+std::tuple<std::string, int64_t, int64_t> platform(int64_t device) {
+  auto index = check_device(static_cast<c10::DeviceIndex>(device));
+  return {platform_name(), static_cast<int64_t>(hbm_capacity()), physical_core(index)};
+}
+
+void manual_seed(int64_t device, int64_t seed) {
+  auto gen = default_generator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(static_cast<uint64_t>(seed));
+}
+
+int64_t seed(int64_t device) {
+  auto gen = default_generator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return static_cast<int64_t>(gen.seed());
+}
+
+int64_t initial_seed(int64_t device) {
+  return static_cast<int64_t>(
+      default_generator(static_cast<c10::DeviceIndex>(device)).current_seed());
+}
+
+at::Tensor get_rng_state(int64_t device) {
+  auto gen = default_generator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return at::Tensor(gen.get_state());
+}
+
+void set_rng_state(int64_t device, const at::Tensor& state) {
+  auto gen = default_generator(static_cast<c10::DeviceIndex>(device));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+TORCH_LIBRARY(neuron, m) {
+  m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
+  m.def("route(str[] cpu_fallback_ops) -> int[]", &route);
+  m.def("device_count() -> int", &count);
+  m.def("platform(int device) -> (str, int, int)", &platform);
+  m.def("manual_seed(int device, int seed) -> ()", &manual_seed);
+  m.def("seed(int device) -> int", &seed);
+  m.def("initial_seed(int device) -> int", &initial_seed);
+  m.def("get_rng_state(int device) -> Tensor", &get_rng_state);
+  m.def("set_rng_state(int device, Tensor state) -> ()", &set_rng_state);
+}
+
+TORCH_LIBRARY_IMPL(neuron, PrivateUse1, m) {
+  m.impl("as_cpu", TORCH_FN(as_cpu));
+}
+
+TORCH_LIBRARY_IMPL(neuron, CPU, m) {
+  m.impl("as_cpu", TORCH_FN(as_cpu_identity));
+}
+
+} // namespace
+} // namespace neuron

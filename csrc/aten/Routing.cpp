@@ -1,0 +1,78 @@
+// Decides which kernel each ATen op uses on neuron tensors. Ops with a CPU kernel and a
+// composite-explicit kernel would otherwise run the composite, which differs numerically from
+// CPU (P1); ops whose composite picks a backend by device type would never reach a CPU kernel
+// (P2). Both are sent to the host-kernel path, as are the CPU-fallback-tier ops named by the
+// Python op policy.
+
+#include "aten/Fallback.h"
+#include "aten/Routing.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+namespace neuron {
+namespace {
+
+// Composite ops that choose their implementation by device type.
+const char* const kDeviceSelectingOps[] = {
+    "convolution",
+    "convolution_backward",
+    "_convolution",
+    "_convolution.deprecated",
+    "convolution_overrideable",
+    "_fused_sdp_choice",
+};
+
+std::string overload_name(const c10::OperatorName& name) {
+  std::string base = name.name.substr(name.name.find("::") + 2);
+  return name.overload_name.empty() ? base : base + "." + name.overload_name;
+}
+
+bool is_aten(const c10::OperatorName& name) {
+  return name.name.rfind("aten::", 0) == 0;
+}
+
+} // namespace
+
+RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops) {
+  static std::once_flag once;
+  static RouteCounts counts;
+  std::call_once(once, [&] {
+    // Kept alive for the life of the process: the registrations belong to it.
+    static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
+        c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    std::unordered_set<std::string> fallback(cpu_fallback_ops.begin(), cpu_fallback_ops.end());
+    std::unordered_set<std::string> by_name(std::begin(kDeviceSelectingOps),
+        std::end(kDeviceSelectingOps));
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (!is_aten(name)) {
+        continue;
+      }
+      auto op = dispatcher.findOp(name);
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        continue;
+      }
+      auto qualified = overload_name(name);
+      if (fallback.count(qualified) || fallback.count(qualified.substr(0, qualified.find('.')))) {
+        lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_cpu_fallback>());
+        ++counts.cpu_fallback;
+        continue;
+      }
+      bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+      bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+      if ((cpu && composite) || by_name.count(qualified)) {
+        lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_native>());
+        ++counts.native;
+      }
+    }
+  });
+  return counts;
+}
+
+} // namespace neuron

@@ -1,0 +1,350 @@
+#include "runtime/Allocator.h"
+
+#include "runtime/Device.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+#include <c10/util/llvmMathExtras.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace neuron {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kSmallLimit = size_t(1) << 20;     // small pool: requests under 1 MiB
+constexpr size_t kClassLimit = size_t(16) << 20;    // size classes below 16 MiB
+constexpr size_t kMinBlock = 256;
+constexpr size_t kLargeGranule = size_t(2) << 20;
+constexpr size_t kAlignment = 64;
+
+// Size classes: 256 B steps below 1 MiB keep small tensors tight; quarter powers of two up to
+// 16 MiB bound waste at 25%; larger requests round to 2 MiB so freed blocks are reusable.
+size_t round_size(size_t n) {
+  if (n < kMinBlock) {
+    return kMinBlock;
+  }
+  if (n < kSmallLimit) {
+    return (n + kMinBlock - 1) / kMinBlock * kMinBlock;
+  }
+  if (n < kClassLimit) {
+    size_t quarter = c10::llvm::PowerOf2Floor(n) / 4;
+    return (n + quarter - 1) / quarter * quarter;
+  }
+  return (n + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
+}
+
+struct Block {
+  void* ptr;
+  size_t size;       // rounded size, what the block reserves
+  size_t requested;  // what the current owner asked for
+  c10::DeviceIndex device;
+  bool adopted;
+  c10::DataPtr host;  // owner of adopted memory
+};
+
+StatType pool_of(size_t size) {
+  return size < kSmallLimit ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+}
+
+void update(c10::CachingAllocator::StatArray& stat, StatType pool, int64_t delta) {
+  for (auto t : {StatType::AGGREGATE, pool}) {
+    auto& s = stat[static_cast<size_t>(t)];
+    if (delta >= 0) {
+      s.increase(static_cast<size_t>(delta));
+    } else {
+      s.decrease(static_cast<size_t>(-delta));
+    }
+  }
+}
+
+struct DeviceState {
+  std::mutex mutex;
+  DeviceStats stats;
+  size_t reserved = 0;
+  std::unordered_map<size_t, std::vector<Block*>> free_blocks;
+  std::map<uintptr_t, Block*> segments;  // every reserved block, for pointer lookups
+};
+
+void release_block(void* ctx);
+
+class Pools {
+ public:
+  Pools() : devices_(device_count()) {
+    for (auto& d : devices_) {
+      d = std::make_unique<DeviceState>();
+    }
+  }
+
+  DeviceState& at(c10::DeviceIndex index) {
+    return *devices_.at(check_device(index));
+  }
+
+  c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex index) {
+    auto& d = at(index);
+    size_t size = round_size(nbytes);
+    auto pool = pool_of(size);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    Block* block = take_cached(d, size);
+    if (!block) {
+      block = reserve(d, index, size, nbytes, false);
+    }
+    block->requested = nbytes;
+    update(d.stats.allocation, pool, 1);
+    update(d.stats.active, pool, 1);
+    update(d.stats.allocated_bytes, pool, size);
+    update(d.stats.active_bytes, pool, size);
+    update(d.stats.requested_bytes, pool, nbytes);
+    return {block->ptr, block, &release_block, c10::Device(kNeuron, index)};
+  }
+
+  c10::DataPtr adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex index) {
+    auto& d = at(index);
+    auto pool = pool_of(nbytes);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    if (d.reserved + nbytes > hbm_capacity()) {
+      ++d.stats.num_alloc_retries;
+      release_cached(d);
+      if (d.reserved + nbytes > hbm_capacity()) {
+        fail(d, index, nbytes);
+      }
+    }
+    auto* block = new Block{host.get(), nbytes, nbytes, index, true, std::move(host)};
+    d.reserved += nbytes;
+    d.segments.emplace(reinterpret_cast<uintptr_t>(block->ptr), block);
+    update(d.stats.segment, pool, 1);
+    update(d.stats.reserved_bytes, pool, nbytes);
+    update(d.stats.allocation, pool, 1);
+    update(d.stats.active, pool, 1);
+    update(d.stats.allocated_bytes, pool, nbytes);
+    update(d.stats.active_bytes, pool, nbytes);
+    update(d.stats.requested_bytes, pool, nbytes);
+    return {block->ptr, block, &release_block, c10::Device(kNeuron, index)};
+  }
+
+  void release(Block* block) {
+    auto& d = *devices_[block->device];
+    auto pool = pool_of(block->size);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    update(d.stats.allocation, pool, -1);
+    update(d.stats.active, pool, -1);
+    update(d.stats.allocated_bytes, pool, -static_cast<int64_t>(block->size));
+    update(d.stats.active_bytes, pool, -static_cast<int64_t>(block->size));
+    update(d.stats.requested_bytes, pool, -static_cast<int64_t>(block->requested));
+    if (block->adopted) {
+      unreserve(d, block);
+    } else {
+      d.free_blocks[block->size].push_back(block);
+    }
+  }
+
+  void empty_cache() {
+    for (auto& d : devices_) {
+      std::lock_guard<std::mutex> lock(d->mutex);
+      release_cached(*d);
+    }
+  }
+
+  c10::DeviceIndex device_of(const void* ptr) {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    for (auto& d : devices_) {
+      std::lock_guard<std::mutex> lock(d->mutex);
+      auto it = d->segments.upper_bound(p);
+      if (it != d->segments.begin()) {
+        --it;
+        if (p < it->first + it->second->size) {
+          return it->second->device;
+        }
+      }
+    }
+    return -1;
+  }
+
+ private:
+  Block* take_cached(DeviceState& d, size_t size) {
+    auto it = d.free_blocks.find(size);
+    if (it == d.free_blocks.end() || it->second.empty()) {
+      return nullptr;
+    }
+    Block* block = it->second.back();
+    it->second.pop_back();
+    return block;
+  }
+
+  Block* reserve(DeviceState& d, c10::DeviceIndex index, size_t size, size_t nbytes, bool retried) {
+    void* ptr = nullptr;
+    if (d.reserved + size > hbm_capacity() ||
+        posix_memalign(&ptr, kAlignment, size) != 0) {
+      if (!retried) {
+        ++d.stats.num_alloc_retries;
+        release_cached(d);
+        return reserve(d, index, size, nbytes, true);
+      }
+      fail(d, index, nbytes);
+    }
+    auto pool = pool_of(size);
+    auto* block = new Block{ptr, size, nbytes, index, false, c10::DataPtr()};
+    d.reserved += size;
+    d.segments.emplace(reinterpret_cast<uintptr_t>(ptr), block);
+    ++d.stats.num_device_alloc;
+    update(d.stats.segment, pool, 1);
+    update(d.stats.reserved_bytes, pool, size);
+    return block;
+  }
+
+  void unreserve(DeviceState& d, Block* block) {
+    auto pool = pool_of(block->size);
+    d.reserved -= block->size;
+    d.segments.erase(reinterpret_cast<uintptr_t>(block->ptr));
+    ++d.stats.num_device_free;
+    update(d.stats.segment, pool, -1);
+    update(d.stats.reserved_bytes, pool, -static_cast<int64_t>(block->size));
+    if (!block->adopted) {
+      std::free(block->ptr);
+    }
+    delete block;
+  }
+
+  void release_cached(DeviceState& d) {
+    for (auto& [size, blocks] : d.free_blocks) {
+      for (Block* b : blocks) {
+        unreserve(d, b);
+      }
+    }
+    d.free_blocks.clear();
+  }
+
+  [[noreturn]] void fail(DeviceState& d, c10::DeviceIndex index, size_t nbytes) {
+    ++d.stats.num_ooms;
+    auto allocated = d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+        "Neuron out of memory on neuron:", static_cast<int>(index), " (", platform_name(),
+        " logical NeuronCore ", physical_core(index), "). Tried to allocate ",
+        format(nbytes), "; ", format(allocated), " allocated, ", format(d.reserved),
+        " reserved, capacity ", format(hbm_capacity()),
+        ". Free tensors you no longer need, call torch.neuron.empty_cache(), or use a "
+        "smaller batch.");
+  }
+
+  static std::string format(size_t bytes) {
+    char buf[64];
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+      v /= 1024;
+      ++u;
+    }
+    std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+  }
+
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+};
+
+Pools& pools() {
+  // Leaked on purpose: tensors may be freed during interpreter teardown.
+  static Pools* p = new Pools();
+  return *p;
+}
+
+void release_block(void* ctx) {
+  pools().release(static_cast<Block*>(ctx));
+}
+
+DeviceAllocator g_allocator;
+
+} // namespace
+
+c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
+  auto index = current_device();
+  if (nbytes == 0) {
+    return c10::DataPtr(nullptr, c10::Device(kNeuron, index));
+  }
+  return pools().allocate(nbytes, index);
+}
+
+c10::DeleterFnPtr DeviceAllocator::raw_deleter() const {
+  return nullptr;
+}
+
+void DeviceAllocator::copy_data(void* dst, const void* src, size_t nbytes) const {
+  std::memcpy(dst, src, nbytes);
+}
+
+bool DeviceAllocator::initialized() {
+  return true;
+}
+
+void DeviceAllocator::emptyCache(c10::MempoolId_t) {
+  pools().empty_cache();
+}
+
+void DeviceAllocator::recordStream(const c10::DataPtr&, c10::Stream) {}
+
+DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
+  auto& d = pools().at(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return d.stats;
+}
+
+void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  auto& d = pools().at(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (auto* arr : {&d.stats.allocation, &d.stats.segment, &d.stats.active,
+                    &d.stats.inactive_split, &d.stats.allocated_bytes, &d.stats.reserved_bytes,
+                    &d.stats.active_bytes, &d.stats.inactive_split_bytes,
+                    &d.stats.requested_bytes}) {
+    for (auto& s : *arr) {
+      s.reset_accumulated();
+    }
+  }
+  d.stats.num_alloc_retries = 0;
+  d.stats.num_ooms = 0;
+  d.stats.num_device_alloc = 0;
+  d.stats.num_device_free = 0;
+}
+
+void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
+  auto& d = pools().at(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (auto* arr : {&d.stats.allocation, &d.stats.segment, &d.stats.active,
+                    &d.stats.inactive_split, &d.stats.allocated_bytes, &d.stats.reserved_bytes,
+                    &d.stats.active_bytes, &d.stats.inactive_split_bytes,
+                    &d.stats.requested_bytes}) {
+    for (auto& s : *arr) {
+      s.reset_peak();
+    }
+  }
+}
+
+std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  auto& d = pools().at(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return {hbm_capacity() - d.reserved, hbm_capacity()};
+}
+
+c10::DataPtr DeviceAllocator::adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex device) {
+  return pools().adopt(std::move(host), nbytes, device);
+}
+
+c10::DeviceIndex DeviceAllocator::device_of(const void* ptr) {
+  return pools().device_of(ptr);
+}
+
+DeviceAllocator* device_allocator() {
+  return &g_allocator;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+} // namespace neuron

@@ -1,0 +1,21 @@
+"""Builds torch_neuronx._C, the emulated-device runtime and ATen integration."""
+
+import glob
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+core = sorted(glob.glob("csrc/runtime/*.cpp") + glob.glob("csrc/aten/*.cpp"))
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "torch_neuronx._C",
+            core,
+            include_dirs=[os.path.abspath("csrc")],
+            extra_compile_args=["-O2", "-fvisibility=hidden"],
+        ),
+    ],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

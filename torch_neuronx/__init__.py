@@ -1,0 +1,35 @@
+"""torchneuron: PyTorch's ``neuron`` (AWS Trainium) device, with NeuronCores emulated on the host.
+
+Importing torch loads this package through the ``torch.backends`` entry point; afterwards
+``torch.device("neuron")``, ``torch.neuron`` and ``torch.accelerator`` work as on Trainium.
+"""
+
+import os as _os
+
+import torch as _torch
+
+from torch_neuronx import _library
+
+_library.load()
+
+from torch_neuronx import neuron  # noqa: E402  (needs the library)
+
+_library.register_device_module(neuron)
+
+__version__ = "0.1.0"
+
+
+def _autoload():
+    """Entry point for ``torch.backends``: importing this module is all the work."""
+
+
+def __getattr__(name):
+    # NKI is imported on first use so that `import torch` stays cheap.
+    if name == "nki":
+        import nki
+
+        return nki
+    raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")
+
+
+__all__ = ["neuron", "nki"]
