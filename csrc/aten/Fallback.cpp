@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <unordered_map>
 
 namespace neuron {
 namespace {
@@ -47,6 +48,39 @@ void reallocate(c10::StorageImpl* dev, size_t nbytes) {
   dev->set_nbytes(nbytes);
 }
 
+struct ArgInfo {
+  bool writable;
+  bool generator;
+  bool memory_format;
+  bool indices;
+};
+
+// What the host-kernel path needs to know about each argument, computed once per op and thread.
+const std::vector<ArgInfo>& arg_info(const c10::FunctionSchema& schema) {
+  struct Entry {
+    c10::OperatorName name;
+    std::vector<ArgInfo> args;
+  };
+  thread_local std::unordered_map<const c10::FunctionSchema*, Entry> cache;
+  auto it = cache.find(&schema);
+  if (it != cache.end() && it->second.name == schema.operator_name()) {
+    return it->second.args;
+  }
+  std::vector<ArgInfo> args;
+  for (const auto& arg : schema.arguments()) {
+    const auto& type = arg.type();
+    bool generator = type->kind() == c10::TypeKind::GeneratorType ||
+        (type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+             c10::TypeKind::GeneratorType);
+    args.push_back({arg.alias_info() && arg.alias_info()->isWrite(), generator,
+        arg.name() == "memory_format", arg.name() == "indices"});
+  }
+  auto& entry = cache.insert_or_assign(&schema, Entry{schema.operator_name(), std::move(args)})
+                    .first->second;
+  return entry.args;
+}
+
 bool is_channels_last(const c10::IValue& v) {
   if (!v.isInt()) {
     return false;
@@ -61,18 +95,30 @@ class HostCall {
       : op_(op), schema_(op.schema()), stack_(*stack), copy_(copy) {}
 
   void run() {
+    const auto& info = arg_info(schema_);
     const auto& args = schema_.arguments();
     const size_t first = stack_.size() - args.size();
+    bool has_generator = false;
     for (size_t i = 0; i < args.size(); ++i) {
-      prepare(args[i], stack_[first + i]);
+      prepare(args[i], info[i], stack_[first + i]);
+      has_generator |= info[i].generator;
     }
     if (device_ < 0) {
       device_ = current_device();
     }
-    for (size_t i = 0; i < args.size(); ++i) {
-      swap_generator(args[i], stack_[first + i]);
+    if (has_generator) {
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (info[i].generator) {
+          swap_generator(stack_[first + i]);
+        }
+      }
     }
-    call();
+    if (copy_) {
+      call();
+    } else {
+      DevicePoolScope pool(device_);
+      call();
+    }
     write_back();
     const size_t nret = schema_.returns().size();
     for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
@@ -81,21 +127,21 @@ class HostCall {
   }
 
  private:
-  void prepare(const c10::Argument& arg, c10::IValue& v) {
-    bool writable = arg.alias_info() && arg.alias_info()->isWrite();
+  void prepare(const c10::Argument& arg, const ArgInfo& info, c10::IValue& v) {
+    bool writable = info.writable;
     if (v.isTensor()) {
-      v = to_host(v.toTensor(), arg, writable);
+      v = to_host(v.toTensor(), arg, info, writable);
     } else if (v.isTensorList()) {
       auto list = v.toTensorList();
       for (size_t i = 0; i < list.size(); ++i) {
-        list[i] = to_host(list[i], arg, writable);
+        list[i] = to_host(list[i], arg, info, writable);
       }
     } else if (v.isList() && arg.type()->kind() == c10::TypeKind::ListType) {
       auto list = v.toList();
       for (size_t i = 0; i < list.size(); ++i) {
         c10::IValue e = list.get(i);
         if (e.isTensor()) {
-          list.set(i, to_host(e.toTensor(), arg, writable));
+          list.set(i, to_host(e.toTensor(), arg, info, writable));
         }
       }
     } else if (v.isDevice()) {
@@ -104,22 +150,14 @@ class HostCall {
         note_device(check_device(d.index()), arg);
         v = c10::Device(c10::DeviceType::CPU);
       }
-    } else if (arg.name() == "memory_format" && is_channels_last(v)) {
+    } else if (info.memory_format && is_channels_last(v)) {
       TORCH_CHECK(false, "Neuron tensors only support contiguous or preserve memory format, but ",
           schema_.operator_name(), " was asked for ", static_cast<c10::MemoryFormat>(v.toInt()),
           ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
     }
   }
 
-  void swap_generator(const c10::Argument& arg, c10::IValue& v) {
-    const auto& type = arg.type();
-    bool is_gen = type->kind() == c10::TypeKind::GeneratorType ||
-        (type->kind() == c10::TypeKind::OptionalType &&
-         type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-             c10::TypeKind::GeneratorType);
-    if (!is_gen) {
-      return;
-    }
+  void swap_generator(c10::IValue& v) {
     std::optional<at::Generator> gen;
     if (v.isGenerator()) {
       gen = v.toGenerator();
@@ -139,13 +177,14 @@ class HostCall {
         schema_.operator_name(), ")");
   }
 
-  at::Tensor to_host(const at::Tensor& t, const c10::Argument& arg, bool writable) {
+  at::Tensor to_host(const at::Tensor& t, const c10::Argument& arg, const ArgInfo& info,
+      bool writable) {
     if (!t.defined()) {
       return t;
     }
     if (t.device().type() != kNeuron) {
       // 0-dim CPU tensors are scalars; CPU index tensors are accepted as CUDA accepts them.
-      if (t.dim() > 0 && arg.name() != "indices") {
+      if (t.dim() > 0 && !info.indices) {
         cpu_operand_ = &arg;
       }
       check_mixing();
@@ -244,7 +283,7 @@ class HostCall {
                              alias->device)),
           h, c10::DispatchKey::PrivateUse1);
     }
-    return to_device(std::move(h), device_);
+    return copy_ ? to_device(std::move(h), device_) : claim_or_move(std::move(h), device_);
   }
 
   void finish(c10::IValue& v) {

@@ -70,6 +70,17 @@ c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device)
   return out;
 }
 
+at::Tensor claim_or_move(at::Tensor&& t, c10::DeviceIndex device) {
+  if (t.defined() && t.use_count() == 1 && t.storage().use_count() == 1 &&
+      claim_for_device(t.storage().unsafeGetStorageImpl())) {
+    auto* impl = t.unsafeGetTensorImpl();
+    impl->_change_backend_component_keys(t.storage().device());
+    impl->set_storage_keep_dtype(t.storage());
+    return std::move(t);
+  }
+  return to_device(std::move(t), device);
+}
+
 at::Tensor to_device(at::Tensor&& t, c10::DeviceIndex device) {
   if (!t.defined()) {
     return t;

@@ -16,6 +16,9 @@ at::Tensor host_view(const at::Tensor& t);
 // A neuron tensor on `device` holding the data of host tensor `t`: its memory is taken over
 // when nothing else references it, copied otherwise.
 at::Tensor to_device(at::Tensor&& t, c10::DeviceIndex device);
+// Like to_device, but a tensor whose memory a host kernel took from a device pool becomes a
+// neuron tensor in place, with no new allocation.
+at::Tensor claim_or_move(at::Tensor&& t, c10::DeviceIndex device);
 // A neuron storage on `device` holding the bytes of host storage `s`, taken over when unshared.
 c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device);
 

@@ -18,6 +18,12 @@ at::Tensor as_cpu_identity(const at::Tensor& self) {
   return self.alias();
 }
 
+at::Tensor from_cpu(const at::Tensor& self, int64_t device) {
+  TORCH_CHECK(self.device().is_cpu(), "from_cpu expects a CPU tensor, got ", self.device());
+  at::Tensor t = self;
+  return to_device(std::move(t), check_device(static_cast<c10::DeviceIndex>(device)));
+}
+
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops) {
   auto counts = route_ops(cpu_fallback_ops);
   return {counts.native, counts.cpu_fallback};
@@ -65,6 +71,7 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
 
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
+  m.def("from_cpu(Tensor self, int device) -> Tensor");
   m.def("route(str[] cpu_fallback_ops) -> int[]", &route);
   m.def("device_count() -> int", &count);
   m.def("platform(int device) -> (str, int, int)", &platform);
@@ -81,6 +88,7 @@ TORCH_LIBRARY_IMPL(neuron, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {
   m.impl("as_cpu", TORCH_FN(as_cpu_identity));
+  m.impl("from_cpu", TORCH_FN(from_cpu));
 }
 
 } // namespace

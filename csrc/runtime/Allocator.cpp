@@ -3,6 +3,7 @@
 #include "runtime/Device.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
 
@@ -263,7 +264,61 @@ void release_block(void* ctx) {
 
 DeviceAllocator g_allocator;
 
+thread_local c10::DeviceIndex tls_pool_device = -1;
+
+// Serves CPU allocations from a device pool inside a DevicePoolScope, and from the regular
+// CPU allocator everywhere else.
+class PoolAwareCPUAllocator final : public c10::Allocator {
+ public:
+  explicit PoolAwareCPUAllocator(c10::Allocator* base) : base_(base) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (tls_pool_device < 0 || nbytes == 0) {
+      return base_->allocate(nbytes);
+    }
+    auto data = pools().allocate(nbytes, tls_pool_device);
+    data.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
+    return data;
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return base_->raw_deleter();
+  }
+
+  void copy_data(void* dst, const void* src, size_t nbytes) const override {
+    std::memcpy(dst, src, nbytes);
+  }
+
+ private:
+  c10::Allocator* base_;
+};
+
+const bool g_cpu_allocator_installed = [] {
+  static PoolAwareCPUAllocator allocator(c10::GetCPUAllocator());
+  c10::SetCPUAllocator(&allocator, /*priority=*/1);
+  return true;
+}();
+
 } // namespace
+
+DevicePoolScope::DevicePoolScope(c10::DeviceIndex device) : previous_(tls_pool_device) {
+  tls_pool_device = device;
+}
+
+DevicePoolScope::~DevicePoolScope() {
+  tls_pool_device = previous_;
+}
+
+bool claim_for_device(c10::StorageImpl* storage) {
+  auto& data = storage->mutable_data_ptr();
+  if (data.get_deleter() != &release_block) {
+    return false;
+  }
+  auto* block = static_cast<Block*>(data.get_context());
+  data.unsafe_set_device(c10::Device(kNeuron, block->device));
+  storage->set_allocator(&g_allocator);
+  return true;
+}
 
 c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
   auto index = current_device();

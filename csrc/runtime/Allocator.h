@@ -2,6 +2,7 @@
 // Caching allocator for emulated HBM: host memory, per-core capacity, CUDA-style statistics.
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/StorageImpl.h>
 
 namespace neuron {
 
@@ -25,5 +26,22 @@ class DeviceAllocator final : public c10::DeviceAllocator {
 };
 
 DeviceAllocator* device_allocator();
+
+// While alive, CPU allocations made on this thread come from `device`'s pool, so that host
+// kernels running a neuron op write their results straight into device memory.
+class DevicePoolScope {
+ public:
+  explicit DevicePoolScope(c10::DeviceIndex device);
+  ~DevicePoolScope();
+  DevicePoolScope(const DevicePoolScope&) = delete;
+  DevicePoolScope& operator=(const DevicePoolScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+// Turns a CPU storage whose memory came from a device pool into device memory, in place.
+// Returns false, changing nothing, for any other storage.
+bool claim_for_device(c10::StorageImpl* storage);
 
 } // namespace neuron
