@@ -34,7 +34,8 @@ def register_device_module(module):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from torch_neuronx import op_policy
+    from torch_neuronx import host_composites, op_policy
 
     torch.ops.neuron.route(op_policy.cpu_fallback_ops())
+    host_composites.register()
     sys.modules.setdefault("torch.neuron", module)

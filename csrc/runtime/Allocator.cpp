@@ -76,7 +76,7 @@ struct DeviceState {
   std::map<uintptr_t, Block*> segments;  // every reserved block, for pointer lookups
 };
 
-void release_block(void* ctx);
+void release_block(void* ptr);
 
 class Pools {
  public:
@@ -105,7 +105,7 @@ class Pools {
     update(d.stats.allocated_bytes, pool, size);
     update(d.stats.active_bytes, pool, size);
     update(d.stats.requested_bytes, pool, nbytes);
-    return {block->ptr, block, &release_block, c10::Device(kNeuron, index)};
+    return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
   }
 
   c10::DataPtr adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex index) {
@@ -122,6 +122,7 @@ class Pools {
     auto* block = new Block{host.get(), nbytes, nbytes, index, true, std::move(host)};
     d.reserved += nbytes;
     d.segments.emplace(reinterpret_cast<uintptr_t>(block->ptr), block);
+    register_block(block);
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, nbytes);
     update(d.stats.allocation, pool, 1);
@@ -129,7 +130,14 @@ class Pools {
     update(d.stats.allocated_bytes, pool, nbytes);
     update(d.stats.active_bytes, pool, nbytes);
     update(d.stats.requested_bytes, pool, nbytes);
-    return {block->ptr, block, &release_block, c10::Device(kNeuron, index)};
+    return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
+  }
+
+  // The block that owns `ptr` (a block's base address), or null.
+  Block* find(void* ptr) {
+    std::lock_guard<std::mutex> lock(registry_mutex_);
+    auto it = registry_.find(ptr);
+    return it == registry_.end() ? nullptr : it->second;
   }
 
   void release(Block* block) {
@@ -196,6 +204,7 @@ class Pools {
     auto* block = new Block{ptr, size, nbytes, index, false, c10::DataPtr()};
     d.reserved += size;
     d.segments.emplace(reinterpret_cast<uintptr_t>(ptr), block);
+    register_block(block);
     ++d.stats.num_device_alloc;
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, size);
@@ -206,6 +215,10 @@ class Pools {
     auto pool = pool_of(block->size);
     d.reserved -= block->size;
     d.segments.erase(reinterpret_cast<uintptr_t>(block->ptr));
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex_);
+      registry_.erase(block->ptr);
+    }
     ++d.stats.num_device_free;
     update(d.stats.segment, pool, -1);
     update(d.stats.reserved_bytes, pool, -static_cast<int64_t>(block->size));
@@ -249,7 +262,16 @@ class Pools {
     return buf;
   }
 
+  void register_block(Block* block) {
+    std::lock_guard<std::mutex> lock(registry_mutex_);
+    registry_[block->ptr] = block;
+  }
+
   std::vector<std::unique_ptr<DeviceState>> devices_;
+  // DataPtr contexts are the data pointers themselves (so raw_allocate works); this maps them
+  // back to their blocks.
+  std::mutex registry_mutex_;
+  std::unordered_map<void*, Block*> registry_;
 };
 
 Pools& pools() {
@@ -258,8 +280,10 @@ Pools& pools() {
   return *p;
 }
 
-void release_block(void* ctx) {
-  pools().release(static_cast<Block*>(ctx));
+void release_block(void* ptr) {
+  auto* block = pools().find(ptr);
+  TORCH_INTERNAL_ASSERT(block, "freeing neuron memory the allocator does not own");
+  pools().release(block);
 }
 
 DeviceAllocator g_allocator;
@@ -270,7 +294,9 @@ thread_local c10::DeviceIndex tls_pool_device = -1;
 // CPU allocator everywhere else.
 class PoolAwareCPUAllocator final : public c10::Allocator {
  public:
-  explicit PoolAwareCPUAllocator(c10::Allocator* base) : base_(base) {}
+  explicit PoolAwareCPUAllocator(c10::Allocator* base) : base_(base) {
+    base_deleter = base->raw_deleter();
+  }
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (tls_pool_device < 0 || nbytes == 0) {
@@ -282,7 +308,7 @@ class PoolAwareCPUAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    return base_->raw_deleter();
+    return &release_any;
   }
 
   void copy_data(void* dst, const void* src, size_t nbytes) const override {
@@ -290,8 +316,19 @@ class PoolAwareCPUAllocator final : public c10::Allocator {
   }
 
  private:
+  static void release_any(void* ptr) {
+    if (ptr && pools().find(ptr)) {
+      release_block(ptr);
+    } else {
+      base_deleter(ptr);
+    }
+  }
+
+  static c10::DeleterFnPtr base_deleter;
   c10::Allocator* base_;
 };
+
+c10::DeleterFnPtr PoolAwareCPUAllocator::base_deleter = nullptr;
 
 const bool g_cpu_allocator_installed = [] {
   static PoolAwareCPUAllocator allocator(c10::GetCPUAllocator());
@@ -314,7 +351,7 @@ bool claim_for_device(c10::StorageImpl* storage) {
   if (data.get_deleter() != &release_block) {
     return false;
   }
-  auto* block = static_cast<Block*>(data.get_context());
+  auto* block = pools().find(data.get());
   data.unsafe_set_device(c10::Device(kNeuron, block->device));
   storage->set_allocator(&g_allocator);
   return true;
@@ -329,7 +366,7 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
 }
 
 c10::DeleterFnPtr DeviceAllocator::raw_deleter() const {
-  return nullptr;
+  return &release_block;
 }
 
 void DeviceAllocator::copy_data(void* dst, const void* src, size_t nbytes) const {

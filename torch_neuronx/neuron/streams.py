@@ -5,27 +5,22 @@ import torch
 
 from torch_neuronx.neuron.device import _index
 
-
-class Stream(torch.Stream):
-    """A NeuronCore stream (``torch.Stream`` on the neuron device)."""
-
-    def __new__(cls, device=None, priority=0, **kwargs):
-        if kwargs:
-            return super().__new__(cls, **kwargs)
-        return super().__new__(cls, device=torch.device("neuron", _index(device)), priority=priority)
-
-    def __eq__(self, other):
-        return isinstance(other, torch.Stream) and super().__eq__(other)
-
-    __hash__ = torch.Stream.__hash__
+_NEURON_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1)
 
 
-class Event(torch.Event):
-    """A NeuronCore event (``torch.Event`` on the neuron device)."""
+class Stream:
+    """A NeuronCore stream: returns a ``torch.Stream`` on the neuron device."""
+
+    def __new__(cls, device=None, priority=0):
+        return torch.Stream(device=torch.device("neuron", _index(device)), priority=priority)
+
+
+class Event:
+    """A NeuronCore event: returns a ``torch.Event`` on the neuron device."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def current_stream(device=None):
@@ -36,8 +31,7 @@ def current_stream(device=None):
 def default_stream(device=None):
     """The default stream of a NeuronCore."""
     idx = _index(device)
-    return torch.Stream(stream_id=0, device_index=idx,
-                        device_type=torch._C._autograd.DeviceType.PrivateUse1)
+    return torch.Stream(stream_id=0, device_index=idx, device_type=_NEURON_DEVICE_TYPE)
 
 
 def set_stream(stream):
