@@ -5,6 +5,7 @@
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/TensorBody.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/SmallVector.h>
@@ -55,18 +56,24 @@ struct ArgInfo {
   bool indices;
 };
 
-// What the host-kernel path needs to know about each argument, computed once per op and thread.
-const std::vector<ArgInfo>& arg_info(const c10::FunctionSchema& schema) {
-  struct Entry {
-    c10::OperatorName name;
-    std::vector<ArgInfo> args;
-  };
-  thread_local std::unordered_map<const c10::FunctionSchema*, Entry> cache;
+struct OpInfo {
+  c10::OperatorName name;
+  std::vector<ArgInfo> args;
+  bool has_generator;
+  // Draws random numbers from the default CPU generator, having no generator argument.
+  bool implicit_rng;
+};
+
+// What the host-kernel path needs to know about an op, computed once per op and thread.
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo> cache;
   auto it = cache.find(&schema);
   if (it != cache.end() && it->second.name == schema.operator_name()) {
-    return it->second.args;
+    return it->second;
   }
   std::vector<ArgInfo> args;
+  bool has_generator = false;
   for (const auto& arg : schema.arguments()) {
     const auto& type = arg.type();
     bool generator = type->kind() == c10::TypeKind::GeneratorType ||
@@ -75,11 +82,33 @@ const std::vector<ArgInfo>& arg_info(const c10::FunctionSchema& schema) {
              c10::TypeKind::GeneratorType);
     args.push_back({arg.alias_info() && arg.alias_info()->isWrite(), generator,
         arg.name() == "memory_format", arg.name() == "indices"});
+    has_generator |= generator;
   }
-  auto& entry = cache.insert_or_assign(&schema, Entry{schema.operator_name(), std::move(args)})
-                    .first->second;
-  return entry.args;
+  bool implicit_rng = !has_generator && op.hasTag(at::Tag::nondeterministic_seeded);
+  return cache
+      .insert_or_assign(&schema,
+          OpInfo{schema.operator_name(), std::move(args), has_generator, implicit_rng})
+      .first->second;
 }
+
+// Points the default CPU generator at a neuron core's generator while a host kernel that uses
+// it implicitly runs, so the draws come from (and advance) the neuron generator.
+class DefaultGeneratorSwap {
+ public:
+  explicit DefaultGeneratorSwap(at::Generator gen)
+      : slot_(const_cast<at::Generator&>(at::detail::getDefaultCPUGenerator())), saved_(slot_) {
+    slot_ = std::move(gen);
+  }
+  ~DefaultGeneratorSwap() {
+    slot_ = std::move(saved_);
+  }
+  DefaultGeneratorSwap(const DefaultGeneratorSwap&) = delete;
+  DefaultGeneratorSwap& operator=(const DefaultGeneratorSwap&) = delete;
+
+ private:
+  at::Generator& slot_;
+  at::Generator saved_;
+};
 
 bool is_channels_last(const c10::IValue& v) {
   if (!v.isInt()) {
@@ -95,23 +124,25 @@ class HostCall {
       : op_(op), schema_(op.schema()), stack_(*stack), copy_(copy) {}
 
   void run() {
-    const auto& info = arg_info(schema_);
+    const auto& info = op_info(op_);
     const auto& args = schema_.arguments();
     const size_t first = stack_.size() - args.size();
-    bool has_generator = false;
     for (size_t i = 0; i < args.size(); ++i) {
-      prepare(args[i], info[i], stack_[first + i]);
-      has_generator |= info[i].generator;
+      prepare(args[i], info.args[i], stack_[first + i]);
     }
     if (device_ < 0) {
       device_ = current_device();
     }
-    if (has_generator) {
+    if (info.has_generator) {
       for (size_t i = 0; i < args.size(); ++i) {
-        if (info[i].generator) {
+        if (info.args[i].generator) {
           swap_generator(stack_[first + i]);
         }
       }
+    }
+    std::optional<DefaultGeneratorSwap> rng;
+    if (info.implicit_rng) {
+      rng.emplace(host_generator(std::nullopt, device_));
     }
     if (copy_) {
       call();

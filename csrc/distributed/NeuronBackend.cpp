@@ -1,0 +1,418 @@
+#include "distributed/NeuronBackend.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <thread>
+
+namespace neuron::dist {
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+// neuron::as_cpu lives in the core library; reaching it through the dispatcher keeps this
+// module independent of the core's internals.
+at::Tensor as_cpu(const at::Tensor& t) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("neuron::as_cpu", "")
+                       .typed<at::Tensor(const at::Tensor&)>();
+  // Backend methods can be called straight from Python with autograd on; an alias must not
+  // join the autograd graph.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(t);
+}
+
+std::string message(const std::exception& e) {
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+std::string message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return message(e);
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+std::exception_ptr backend_error(const std::string& text) {
+  return std::make_exception_ptr(
+      c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, text));
+}
+
+template <typename T>
+std::vector<T> flatten(const std::vector<std::vector<T>>& lists) {
+  std::vector<T> flat;
+  for (const auto& list : lists) {
+    flat.insert(flat.end(), list.begin(), list.end());
+  }
+  return flat;
+}
+
+// Gloo has no AVG or PREMUL_SUM. Both run as SUM: PREMUL_SUM scales the inputs first, AVG
+// divides the outputs once the sum has landed (see NeuronWork::complete).
+ReduceOp gloo_op(const ReduceOp& op) {
+  bool summed = op.op_ == ReduceOp::AVG || op.op_ == ReduceOp::PREMUL_SUM;
+  return summed ? ReduceOp(ReduceOp::SUM) : op;
+}
+
+// Scales `inputs` for PREMUL_SUM: in place for collectives whose inputs are their outputs,
+// into new tensors otherwise, so that the caller's inputs stay untouched.
+void premultiply(std::vector<at::Tensor>& inputs, const ReduceOp& op, bool in_place) {
+  if (op.op_ != ReduceOp::PREMUL_SUM) {
+    return;
+  }
+  TORCH_CHECK(op.supplement_, "PREMUL_SUM needs a factor; use dist._make_nccl_premul_sum");
+  auto* factor = static_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  for (auto& t : inputs) {
+    if (factor->tensor_factor.defined()) {
+      at::Tensor f = as_cpu(factor->tensor_factor).reshape({});
+      t = in_place ? t.mul_(f) : t.mul(f);
+    } else {
+      t = in_place ? t.mul_(factor->double_factor) : t.mul(factor->double_factor);
+    }
+  }
+}
+
+void set_average(HostArgs& host, const ReduceOp& op, const std::vector<at::Tensor>& outputs) {
+  if (op.op_ == ReduceOp::AVG) {
+    host.averaged = outputs;
+  }
+}
+
+} // namespace
+
+at::Tensor HostArgs::operator()(const at::Tensor& t) {
+  if (!t.defined()) {
+    return t;
+  }
+  TORCH_CHECK(!device_ || *device_ == t.device(),
+      "all tensors must be on one device, got ", *device_, " and ", t.device());
+  device_ = t.device();
+  return t.is_cpu() ? t : as_cpu(t);
+}
+
+std::vector<at::Tensor> HostArgs::operator()(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  host.reserve(ts.size());
+  for (const auto& t : ts) {
+    host.push_back((*this)(t));
+  }
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> HostArgs::operator()(
+    const std::vector<std::vector<at::Tensor>>& ts) {
+  std::vector<std::vector<at::Tensor>> host;
+  host.reserve(ts.size());
+  for (const auto& list : ts) {
+    host.push_back((*this)(list));
+  }
+  return host;
+}
+
+NeuronWork::NeuronWork(int rank, OpType type, std::string label, uint64_t seq,
+    std::vector<at::Tensor> outputs, std::vector<at::Tensor> averaged, int64_t group_size)
+    : c10d::Work(rank, type),
+      label_(std::move(label)),
+      seq_(seq),
+      outputs_(std::move(outputs)),
+      averaged_(std::move(averaged)),
+      group_size_(group_size),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
+
+void NeuronWork::attach(const c10::intrusive_ptr<NeuronWork>& work, WorkPtr gloo) {
+  work->gloo_ = gloo;
+  if (!c10d::isP2POp(work->retrieveOpType())) {
+    gloo->getFuture()->addCallback(
+        [work](c10::ivalue::Future& done) { work->complete(done.exception_ptr()); });
+    return;
+  }
+  // Gloo's send/recv works have no future and only finish inside wait(), so a thread waits
+  // for each one; that keeps isCompleted() and futures asynchronous as for collectives.
+  std::thread([work, gloo] {
+    std::exception_ptr error;
+    try {
+      if (!gloo->wait()) {
+        error = backend_error("aborted");
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    work->complete(error);
+  }).detach();
+}
+
+void NeuronWork::complete(std::exception_ptr error) {
+  if (!error) {
+    try {
+      for (const auto& sum : averaged_) {
+        at::Tensor t = sum;
+        if (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+          t.div_(group_size_, "trunc");
+        } else {
+          t.div_(group_size_);
+        }
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) {
+    error = backend_error(c10::str(label_, " failed: ", message(error)));
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+bool NeuronWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto done = [this] { return completed_; };
+  if (timeout == kNoTimeout) {
+    cv_.wait(lock, done);
+  } else if (!cv_.wait_for(lock, timeout, done)) {
+    std::rethrow_exception(backend_error(
+        c10::str(label_, " timed out after ", timeout.count(), " ms in Work.wait()")));
+  }
+  if (exception_) {
+    std::rethrow_exception(exception_);
+  }
+  return true;
+}
+
+std::vector<at::Tensor> NeuronWork::result() {
+  return outputs_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
+  return future_;
+}
+
+int NeuronWork::sourceRank() const {
+  return gloo_->sourceRank();
+}
+
+uint64_t NeuronWork::getSequencenumber() const {
+  return seq_;
+}
+
+NeuronBackend::NeuronBackend(c10::intrusive_ptr<c10d::Backend> gloo)
+    : c10d::Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {
+  init();
+}
+
+const std::string NeuronBackend::getBackendName() const {
+  return "neuron";
+}
+
+void NeuronBackend::setTimeout(std::chrono::milliseconds timeout) {
+  gloo_->setTimeout(timeout);
+}
+
+void NeuronBackend::setGroupUid(const std::string& pg_uid) {
+  c10d::Backend::setGroupUid(pg_uid);
+  gloo_->setGroupUid(pg_uid);
+}
+
+template <typename Launch>
+WorkPtr NeuronBackend::run(OpType type, std::vector<at::Tensor> outputs, int peer, Launch&& launch) {
+  uint64_t seq = ++seq_;
+  std::string label = c10::str("[Rank ", rank_, "] neuron ", c10d::opTypeToString(type),
+      peer >= 0 ? c10::str(" with peer rank ", peer) : std::string(),
+      " (SeqNum=", seq, ", group '", pg_uid_, "' of ", size_, " ranks)");
+  HostArgs host;
+  WorkPtr gloo;
+  try {
+    gloo = launch(host);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, label, ": ", message(e));
+  }
+  auto work = c10::make_intrusive<NeuronWork>(
+      rank_, type, std::move(label), seq, std::move(outputs), std::move(host.averaged), size_);
+  NeuronWork::attach(work, std::move(gloo));
+  return work;
+}
+
+WorkPtr NeuronBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  return run(OpType::BROADCAST, tensors, -1, [&](HostArgs& host) {
+    auto t = host(tensors);
+    return gloo_->broadcast(t, opts);
+  });
+}
+
+WorkPtr NeuronBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  return run(OpType::ALLREDUCE, tensors, -1, [&](HostArgs& host) {
+    auto t = host(tensors);
+    premultiply(t, opts.reduceOp, /*in_place=*/true);
+    set_average(host, opts.reduceOp, t);
+    auto o = opts;
+    o.reduceOp = gloo_op(opts.reduceOp);
+    return gloo_->allreduce(t, o);
+  });
+}
+
+WorkPtr NeuronBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  return run(OpType::ALLREDUCE_COALESCED, tensors, -1, [&](HostArgs& host) {
+    auto t = host(tensors);
+    premultiply(t, opts.reduceOp, /*in_place=*/true);
+    set_average(host, opts.reduceOp, t);
+    auto o = opts;
+    o.reduceOp = gloo_op(opts.reduceOp);
+    return gloo_->allreduce_coalesced(t, o);
+  });
+}
+
+WorkPtr NeuronBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  return run(OpType::REDUCE, tensors, -1, [&](HostArgs& host) {
+    auto t = host(tensors);
+    premultiply(t, opts.reduceOp, /*in_place=*/true);
+    if (rank_ == opts.rootRank) {
+      set_average(host, opts.reduceOp, t);
+    }
+    auto o = opts;
+    o.reduceOp = gloo_op(opts.reduceOp);
+    return gloo_->reduce(t, o);
+  });
+}
+
+WorkPtr NeuronBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  return run(OpType::ALLGATHER, flatten(outputs), -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    return gloo_->allgather(out, in, opts);
+  });
+}
+
+WorkPtr NeuronBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  return run(OpType::_ALLGATHER_BASE, {output}, -1, [&](HostArgs& host) {
+    auto out = host(output);
+    auto in = host(input);
+    return gloo_->_allgather_base(out, in, opts);
+  });
+}
+
+WorkPtr NeuronBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  return run(OpType::COALESCED, outputs, -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    return gloo_->allgather_into_tensor_coalesced(out, in, opts);
+  });
+}
+
+WorkPtr NeuronBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  return run(OpType::GATHER, flatten(outputs), -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    return gloo_->gather(out, in, opts);
+  });
+}
+
+WorkPtr NeuronBackend::scatter(std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs, const c10d::ScatterOptions& opts) {
+  return run(OpType::SCATTER, outputs, -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    return gloo_->scatter(out, in, opts);
+  });
+}
+
+WorkPtr NeuronBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs, const c10d::ReduceScatterOptions& opts) {
+  return run(OpType::REDUCE_SCATTER, outputs, -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    for (auto& list : in) {
+      premultiply(list, opts.reduceOp, /*in_place=*/false);
+    }
+    set_average(host, opts.reduceOp, out);
+    auto o = opts;
+    o.reduceOp = gloo_op(opts.reduceOp);
+    return gloo_->reduce_scatter(out, in, o);
+  });
+}
+
+WorkPtr NeuronBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  return run(OpType::_REDUCE_SCATTER_BASE, {output}, -1, [&](HostArgs& host) {
+    std::vector<at::Tensor> out{host(output)};
+    std::vector<at::Tensor> in{host(input)};
+    premultiply(in, opts.reduceOp, /*in_place=*/false);
+    set_average(host, opts.reduceOp, out);
+    auto o = opts;
+    o.reduceOp = gloo_op(opts.reduceOp);
+    return gloo_->_reduce_scatter_base(out[0], in[0], o);
+  });
+}
+
+WorkPtr NeuronBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  return run(OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs, -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    premultiply(in, opts.reduceOp, /*in_place=*/false);
+    set_average(host, opts.reduceOp, out);
+    auto o = opts;
+    o.reduceOp = gloo_op(opts.reduceOp);
+    return gloo_->reduce_scatter_tensor_coalesced(out, in, o);
+  });
+}
+
+WorkPtr NeuronBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+    std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
+    const c10d::AllToAllOptions& opts) {
+  return run(OpType::ALLTOALL_BASE, {output}, -1, [&](HostArgs& host) {
+    auto out = host(output);
+    auto in = host(input);
+    return gloo_->alltoall_base(out, in, output_splits, input_splits, opts);
+  });
+}
+
+WorkPtr NeuronBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& opts) {
+  return run(OpType::ALLTOALL, outputs, -1, [&](HostArgs& host) {
+    auto out = host(outputs);
+    auto in = host(inputs);
+    return gloo_->alltoall(out, in, opts);
+  });
+}
+
+WorkPtr NeuronBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  return run(OpType::SEND, tensors, dst, [&](HostArgs& host) {
+    auto t = host(tensors);
+    return gloo_->send(t, dst, tag);
+  });
+}
+
+WorkPtr NeuronBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  return run(OpType::RECV, tensors, src, [&](HostArgs& host) {
+    auto t = host(tensors);
+    return gloo_->recv(t, src, tag);
+  });
+}
+
+WorkPtr NeuronBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return run(OpType::RECVANYSOURCE, tensors, -1, [&](HostArgs& host) {
+    auto t = host(tensors);
+    return gloo_->recvAnysource(t, tag);
+  });
+}
+
+WorkPtr NeuronBackend::barrier(const c10d::BarrierOptions& opts) {
+  return run(OpType::BARRIER, {}, -1, [&](HostArgs&) { return gloo_->barrier(opts); });
+}
+
+} // namespace neuron::dist

@@ -1,0 +1,68 @@
+import torch
+
+
+def test_same_seed_same_sequence_and_cpu_parity():
+    torch.manual_seed(7)
+    a = torch.randn(100, device="neuron")
+    torch.manual_seed(7)
+    b = torch.randn(100, device="neuron")
+    torch.manual_seed(7)
+    c = torch.randn(100)
+    assert torch.equal(a, b)
+    assert torch.equal(a.cpu(), c)
+
+
+def test_manual_seed_seeds_every_core():
+    torch.manual_seed(3)
+    a = torch.rand(10, device="neuron:0")
+    b = torch.rand(10, device="neuron:2")
+    assert torch.equal(a.cpu(), b.cpu())
+    assert torch.neuron.initial_seed() == 3
+
+
+def test_rng_state_round_trip():
+    torch.neuron.manual_seed_all(11)
+    state = torch.neuron.get_rng_state()
+    assert state.device.type == "cpu" and state.dtype == torch.uint8
+    a = torch.rand(5, device="neuron")
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(torch.rand(5, device="neuron"), a)
+    states = torch.neuron.get_rng_state_all()
+    assert len(states) == 4
+    b = torch.rand(5, device="neuron:1")
+    torch.neuron.set_rng_state_all(states)
+    assert torch.equal(torch.rand(5, device="neuron:1"), b)
+
+
+def test_neuron_generators_are_isolated_from_cpu():
+    torch.manual_seed(0)
+    cpu_state = torch.get_rng_state()
+    torch.rand(100, device="neuron")
+    torch.nn.functional.dropout(torch.ones(100, device="neuron"), 0.5)
+    q = torch.ones(1, 1, 4, 8, device="neuron")
+    torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    assert torch.equal(torch.get_rng_state(), cpu_state)
+
+
+def test_explicit_generator():
+    g = torch.Generator(device="neuron").manual_seed(5)
+    a = torch.randn(8, device="neuron", generator=g)
+    b = torch.randn(8, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a.cpu(), b)
+    assert g.device.type == "neuron"
+
+
+def test_fork_rng():
+    torch.manual_seed(1)
+    with torch.random.fork_rng(device_type="neuron"):
+        a = torch.rand(3, device="neuron")
+    b = torch.rand(3, device="neuron")
+    assert torch.equal(a, b)
+
+
+def test_seed_functions():
+    s = torch.neuron.seed()
+    assert torch.neuron.initial_seed() == s
+    torch.neuron.seed_all()
+    torch.neuron.manual_seed(42)
+    assert torch.neuron.initial_seed() == 42

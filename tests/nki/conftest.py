@@ -1,0 +1,23 @@
+"""Shared fixtures for the nki tests: example imports and target selection."""
+import os
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "nki")
+sys.path.insert(0, os.path.abspath(EXAMPLES))
+
+
+@pytest.fixture
+def target(monkeypatch):
+    """Select the platform target for one test: ``target("trn3")``."""
+    def select(name):
+        monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", name)
+    return select
+
+
+@pytest.fixture(autouse=True)
+def _reset_current_device():
+    """Overrides the device-reset fixture of tests/conftest.py: the nki suite must also run
+    when the neuron device runtime is not loaded (TORCH_DEVICE_BACKEND_AUTOLOAD=0)."""
+    yield

@@ -1,0 +1,125 @@
+"""The analytical cost model: labelled estimates, per-engine breakdown, target differences."""
+import numpy as np
+import pytest
+import torch
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from nki import cost_model
+
+
+@nki.jit
+def one_matmul(lhsT, rhs):
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.load(lhsT)
+    b = nl.load(rhs)
+    acc = nl.ndarray(out.shape, dtype=nl.float32, buffer=nl.psum)
+    for _ in range(8):
+        nisa.nc_matmul(dst=acc, stationary=a, moving=b)
+    res = nl.ndarray(out.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nl.store(out, res)
+    return out
+
+
+@nki.jit
+def copy_columns(x):
+    """DMA efficiency probe: one element per descriptor when x is transposed."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_report_is_labelled_and_breaks_down_engines():
+    rep = nki.estimate(one_matmul, torch.randn(128, 128, dtype=torch.bfloat16),
+                       torch.randn(128, 512, dtype=torch.bfloat16))
+    text = str(rep)
+    assert "ESTIMATE (analytical model, not measured)" in text
+    for engine in cost_model.ENGINES:
+        assert engine in text
+    assert rep.instructions["tensor"] == 8 and rep.instructions["dma"] == 3
+    assert rep.instructions["vector"] == 1
+    # 8 matmuls of N=512 at 2.4 GHz occupy the PE for 8 * 512 / 2.4 ns.
+    assert rep.busy_us["tensor"] == pytest.approx(8 * 512 / 2.4 / 1e3)
+    assert rep.flops == 8 * 2 * 128 * 128 * 512
+    assert rep.latency_us >= max(rep.busy_us.values())
+
+
+def test_fp32_matmul_takes_four_passes():
+    bf = nki.estimate(one_matmul, torch.randn(128, 128, dtype=torch.bfloat16),
+                      torch.randn(128, 512, dtype=torch.bfloat16))
+    fp = nki.estimate(one_matmul, torch.randn(128, 128), torch.randn(128, 512))
+    assert fp.busy_us["tensor"] == pytest.approx(4 * bf.busy_us["tensor"])
+
+
+def test_small_matmuls_pay_the_minimum_issue_interval():
+    rep = nki.estimate(one_matmul, torch.randn(128, 128, dtype=torch.bfloat16),
+                       torch.randn(128, 16, dtype=torch.bfloat16))
+    assert rep.busy_us["tensor"] == pytest.approx(8 * 64 / 2.4 / 1e3)
+
+
+def test_trn3_moves_data_faster_than_trn2():
+    x = torch.randn(128, 2048)
+    trn2 = nki.estimate(copy_columns, x, target="trn2")
+    trn3 = nki.estimate(copy_columns, x, target="trn3")
+    assert trn3.target == "trn3" and trn2.target == "trn2"
+    assert trn3.busy_us["dma"] == pytest.approx(trn2.busy_us["dma"] * 23 / 33)
+
+
+def test_short_dma_runs_are_overhead_bound():
+    x = torch.randn(128, 128)
+    contiguous = nki.estimate(copy_columns, x)
+    strided = nki.estimate(copy_columns, x.T)  # 4-byte runs
+    assert strided.busy_us["dma"] > 10 * contiguous.busy_us["dma"]
+
+
+def test_engines_overlap_in_the_schedule():
+    @nki.jit
+    def pipelined(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(x.shape[0] // 128):
+            t = nl.load(x[i * 128:(i + 1) * 128])
+            nl.store(out[i * 128:(i + 1) * 128], nl.exp(t))
+        return out
+
+    rep = nki.estimate(pipelined, torch.randn(1024, 512))
+    serial = sum(rep.busy_us.values()) + 16 * cost_model.DMA_LATENCY_NS / 1e3
+    assert rep.latency_us < serial
+
+
+def test_spmd_instances_run_in_parallel():
+    @nki.jit
+    def per_program(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        rows = x.shape[0] // nl.num_programs()
+        lo = nl.program_id(0) * rows
+        nl.store(out[lo:lo + rows], nl.exp(nl.load(x[lo:lo + rows])))
+        return out
+
+    x = torch.randn(256, 512)
+    one = nki.estimate(per_program[2], x)
+    assert one.instances == 2
+    assert one.latency_us < nki.estimate(per_program[1], x[:128]).latency_us * 1.01
+
+
+def test_estimate_reuses_the_specialization_and_leaves_inputs_alone():
+    @nki.jit
+    def bump(x):
+        nl.store(x, nl.add(nl.load(x), 1.0))
+
+    x = np.zeros((4, 4), np.float32)
+    nki.estimate(bump, x)
+    assert (x == 0).all() and len(bump.specializations) == 1
+    bump(x)
+    assert (x == 1).all() and len(bump.specializations) == 1
+
+
+def test_benchmark_decorator_reports_the_estimate_as_latency():
+    bench = nki.benchmark(warmup=5, iters=10)(one_matmul)
+    out = bench(np.random.rand(128, 128).astype(np.float32), np.random.rand(128, 512).astype(np.float32))
+    assert out.shape == (128, 512)
+    p50 = bench.benchmark_result.nc_latency.get_latency_percentile(50)
+    assert p50 == bench.benchmark_result.nc_latency.latency_us > 0

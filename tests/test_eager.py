@@ -1,0 +1,236 @@
+"""Eager execution on neuron tensors against the CPU results for the same inputs."""
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def same(neuron_result, cpu_result):
+    if isinstance(neuron_result, (tuple, list)):
+        return all(same(a, b) for a, b in zip(neuron_result, cpu_result))
+    return torch.equal(neuron_result.cpu(), cpu_result)
+
+
+OPS = {
+    "add": lambda x, y: x + y,
+    "mul_scalar": lambda x, y: x * 3.5,
+    "matmul": lambda x, y: x @ y.T,
+    "sum_dim": lambda x, y: x.sum(1),
+    "softmax": lambda x, y: torch.softmax(x, -1),
+    "log_softmax": lambda x, y: F.log_softmax(x, 0),
+    "layer_norm": lambda x, y: F.layer_norm(x, (x.shape[-1],)),
+    "gelu": lambda x, y: F.gelu(x),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "cumsum": lambda x, y: torch.cumsum(x, 1),
+    "sort": lambda x, y: torch.sort(x, 1),
+    "topk": lambda x, y: torch.topk(x, 3),
+    "cat": lambda x, y: torch.cat([x, y], 0),
+    "gather": lambda x, y: torch.gather(x, 1, torch.zeros_like(x, dtype=torch.long)),
+    "index_select": lambda x, y: x.index_select(0, torch.tensor([0, 2]).to(x.device)),
+    "clamp": lambda x, y: x.clamp(-0.5, 0.5),
+    "argmax": lambda x, y: x.argmax(1),
+    "var_mean": lambda x, y: torch.var_mean(x, 1),
+    "einsum": lambda x, y: torch.einsum("ij,kj->ik", x, y),
+    "pow": lambda x, y: x.abs().pow(y),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_ops_bit_identical_to_cpu(name):
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    assert same(OPS[name](x.to("neuron"), y.to("neuron")), OPS[name](x, y))
+
+
+def test_views_alias_device_memory():
+    base = torch.zeros(4, 4, device="neuron")
+    base[1].add_(1)
+    base.t()[2].mul_(0).add_(5)
+    base.unfold(0, 2, 2)[0].fill_(-1)
+    ref = torch.zeros(4, 4)
+    ref[1].add_(1)
+    ref.t()[2].mul_(0).add_(5)
+    ref.unfold(0, 2, 2)[0].fill_(-1)
+    assert torch.equal(base.cpu(), ref)
+    v = base.view(16)
+    assert v._base is base and v.data_ptr() == base.data_ptr()
+    d = base.diagonal()
+    d.zero_()
+    assert base[3, 3].item() == 0
+
+
+def test_in_place_and_out_keep_identity():
+    x = torch.randn(5, device="neuron")
+    ptr = x.data_ptr()
+    y = x.relu_()
+    assert y is x and x.data_ptr() == ptr
+    out = torch.empty(0, device="neuron")
+    r = torch.add(x, 1, out=out)
+    assert r is out and out.shape == (5,)
+    assert torch.equal(out.cpu(), x.cpu() + 1)
+    big = torch.empty(0, device="neuron")
+    torch.cat([x, x], out=big)
+    assert big.shape == (10,) and torch.equal(big.cpu(), torch.cat([x.cpu(), x.cpu()]))
+
+
+def test_device_mixing_raises_like_cuda():
+    n = torch.ones(3, device="neuron")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*cpu"):
+        n + torch.ones(3)
+    with pytest.raises(RuntimeError, match="same device.*neuron:1"):
+        n + torch.ones(3, device="neuron:1")
+    assert torch.equal((n + torch.tensor(2.0)).cpu(), torch.full((3,), 3.0))
+    assert (n * torch.tensor(2)).device.type == "neuron"
+    idx = torch.tensor([0, 2])
+    assert torch.equal(n[idx].cpu(), torch.ones(2))
+
+
+def test_op_without_cpu_kernel_is_a_clear_error():
+    x = torch.randn(1, 1, 4, 4, device="neuron")
+    w = torch.randn(1, 1, 1, 1, device="neuron")
+    with pytest.raises(NotImplementedError, match="'aten::cudnn_convolution' is not supported"):
+        torch.ops.aten.cudnn_convolution(x, w, [0, 0], [1, 1], [1, 1], 1, False, False, False)
+    assert (x + 1).shape == x.shape
+
+
+def _module_parity(make, inputs, train=True):
+    torch.manual_seed(0)
+    cpu = make()
+    dev = make()
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("neuron")
+    cpu.train(train)
+    dev.train(train)
+    xs = [i.clone().requires_grad_(i.is_floating_point()) for i in inputs]
+    xn = [i.to("neuron").requires_grad_(i.is_floating_point()) for i in inputs]
+    out_c, out_n = cpu(*xs), dev(*xn)
+    if isinstance(out_c, tuple):
+        out_c, out_n = out_c[0], out_n[0]
+    assert same(out_n, out_c)
+    out_c.float().pow(2).sum().backward()
+    out_n.float().pow(2).sum().backward()
+    for pc, pn in zip(cpu.parameters(), dev.parameters()):
+        assert same(pn.grad, pc.grad)
+    for a, b in zip(xn, xs):
+        if b.grad is not None:
+            assert same(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("kind", ["conv2d", "conv_transpose", "batchnorm", "lstm", "gru", "rnn",
+                                  "lstm_cell", "embedding", "maxpool", "groupnorm"])
+def test_module_forward_backward_bit_identical(kind):
+    torch.manual_seed(1)
+    cases = {
+        "conv2d": (lambda: nn.Conv2d(3, 8, 3, padding=1), [torch.randn(2, 3, 8, 8)]),
+        "conv_transpose": (lambda: nn.ConvTranspose2d(3, 4, 3, stride=2), [torch.randn(2, 3, 5, 5)]),
+        "batchnorm": (lambda: nn.BatchNorm2d(3), [torch.randn(4, 3, 5, 5)]),
+        "lstm": (lambda: nn.LSTM(6, 8, 2, batch_first=True), [torch.randn(3, 5, 6)]),
+        "gru": (lambda: nn.GRU(6, 8, bidirectional=True), [torch.randn(5, 3, 6)]),
+        "rnn": (lambda: nn.RNN(6, 8), [torch.randn(5, 3, 6)]),
+        "lstm_cell": (lambda: nn.LSTMCell(6, 8), [torch.randn(3, 6)]),
+        "embedding": (lambda: nn.Embedding(10, 4), [torch.tensor([[1, 2], [3, 9]])]),
+        "maxpool": (lambda: nn.Sequential(nn.Conv2d(2, 2, 1), nn.MaxPool2d(2)), [torch.randn(1, 2, 6, 6)]),
+        "groupnorm": (lambda: nn.GroupNorm(2, 4), [torch.randn(2, 4, 3, 3)]),
+    }
+    make, inputs = cases[kind]
+    _module_parity(make, inputs)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_selects_cpu_kernels(causal):
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    qn, kn, vn = (t.detach().to("neuron").requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    outn = F.scaled_dot_product_attention(qn, kn, vn, is_causal=causal)
+    assert same(outn, out)
+    out.sum().backward()
+    outn.sum().backward()
+    assert same(qn.grad, q.grad) and same(kn.grad, k.grad) and same(vn.grad, v.grad)
+
+
+def test_double_backward():
+    a = torch.randn(5, requires_grad=True)
+    an = a.detach().to("neuron").requires_grad_()
+    results = []
+    for t in (a, an):
+        (g,) = torch.autograd.grad((t.sin() * t ** 3).sum(), t, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), t)
+        results.append(gg)
+    assert same(results[1], results[0])
+
+
+def test_autograd_is_thread_safe():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1)).to("neuron")
+    x = torch.randn(8, 16, device="neuron")
+    expected = torch.autograd.grad(model(x).sum(), list(model.parameters()))
+    errors, results = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                grads = torch.autograd.grad(model(x).sum(), list(model.parameters()))
+            results.append(grads)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for grads in results:
+        assert all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(grads, expected))
+
+
+def test_module_to_keeps_parameter_identity():
+    model = nn.Linear(3, 3)
+    weight = model.weight
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.to("neuron")
+    assert model.weight is weight and weight.device.type == "neuron"
+    model(torch.ones(1, 3, device="neuron")).sum().backward()
+    opt.step()
+    assert weight.grad.device.type == "neuron"
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    x = torch.randn(1000)
+    pinned = x.pin_memory()
+    assert pinned.is_pinned() and not x.is_pinned()
+    n = pinned.to("neuron", non_blocking=True)
+    back = torch.empty(1000).pin_memory()
+    back.copy_(n, non_blocking=True)
+    torch.neuron.synchronize()
+    assert torch.equal(back, x)
+    assert x.untyped_storage().pin_memory().is_pinned()
+
+
+def test_dataloader_pin_memory():
+    data = torch.utils.data.TensorDataset(torch.arange(12.0).reshape(6, 2), torch.arange(6))
+    loader = torch.utils.data.DataLoader(data, batch_size=3, pin_memory=True)
+    batches = [(x.to("neuron", non_blocking=True), y.to("neuron", non_blocking=True))
+               for x, y in loader]
+    assert all(x.is_neuron for x, _ in batches)
+    assert torch.equal(torch.cat([x.cpu() for x, _ in batches]), data.tensors[0])
+    assert next(iter(loader))[0].is_pinned()
+
+
+def test_item_print_and_scalars():
+    x = torch.tensor([[1.5, -2.0]], device="neuron")
+    assert x[0, 0].item() == 1.5
+    assert "device='neuron:0'" in repr(x)
+    assert x.max().item() == 1.5 and bool((x > 0).any())
+    assert torch.tensor(3, device="neuron").item() == 3
+
+
+def test_dtypes_and_casts():
+    x = torch.randn(4, 4)
+    for dtype in (torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool, torch.uint8):
+        assert torch.equal(x.to("neuron").to(dtype).cpu(), x.to(dtype))
+    assert torch.equal((x.to("neuron").half() @ x.to("neuron").half()).cpu(), x.half() @ x.half())
