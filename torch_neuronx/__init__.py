@@ -29,7 +29,11 @@ def __getattr__(name):
         import nki
 
         return nki
+    if name in ("nki_op", "wrap_nki"):
+        from nki import torch_integration
+
+        return getattr(torch_integration, name)
     raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")
 
 
-__all__ = ["neuron", "nki"]
+__all__ = ["neuron", "nki", "nki_op", "wrap_nki"]

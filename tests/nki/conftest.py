@@ -8,11 +8,12 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "nki"
 sys.path.insert(0, os.path.abspath(EXAMPLES))
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def target(monkeypatch):
-    """Select the platform target for one test: ``target("trn3")``."""
+    """trn2 unless a test selects another platform target with ``target("trn3")``."""
     def select(name):
         monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", name)
+    select("trn2")
     return select
 
 

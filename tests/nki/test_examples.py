@@ -123,10 +123,13 @@ def test_rmsnorm_model_trains_like_torch(compiled):
     _check_training(_rmsnorm_model, torch.randn(4, 40, 64), torch.randn(4, 40, 16), compiled)
 
 
+def _attention_model(use_nki):
+    return flash_attention.TinyAttention(dim=64, heads=2, use_nki=use_nki)
+
+
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_flash_attention_model_trains_like_torch(compiled):
-    make = lambda use_nki: flash_attention.TinyAttention(dim=64, heads=2, use_nki=use_nki)  # noqa: E731
-    _check_training(make, torch.randn(1, 256, 64), torch.randn(1, 256, 64), compiled)
+    _check_training(_attention_model, torch.randn(1, 256, 64), torch.randn(1, 256, 64), compiled)
 
 
 @requires_neuron
@@ -143,5 +146,5 @@ def test_rmsnorm_model_trains_on_neuron_compiled():
 
 @requires_neuron
 def test_flash_attention_model_trains_on_neuron():
-    make = lambda use_nki: flash_attention.TinyAttention(dim=64, heads=2, use_nki=use_nki)  # noqa: E731
-    _check_training(make, torch.randn(1, 256, 64), torch.randn(1, 256, 64), False, device="neuron")
+    _check_training(_attention_model, torch.randn(1, 256, 64), torch.randn(1, 256, 64), False,
+                    device="neuron")

@@ -90,7 +90,8 @@ def test_nki_op_autograd_eager_and_compiled():
     softplus(x).sum().backward()
     torch.testing.assert_close(x.grad, torch.sigmoid(x.detach()))
     x.grad = None
-    compiled = torch.compile(lambda t: softplus(t).pow(2).sum(), backend="aot_eager", fullgraph=True)
+    compiled = torch.compile(lambda t: softplus(t).pow(2).sum(), backend="aot_eager",
+                             fullgraph=True)
     compiled(x).backward()
     ref = x.detach().clone().requires_grad_()
     torch.nn.functional.softplus(ref).pow(2).sum().backward()

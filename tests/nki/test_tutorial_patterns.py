@@ -64,7 +64,8 @@ def test_tensor_add_tiled_dma_copy_and_tensor_tensor():
 
 
 def test_tensor_add_spmd_grid():
-    a, b = np.random.rand(256, 1024).astype(np.float32), np.random.rand(256, 1024).astype(np.float32)
+    a = np.random.rand(256, 1024).astype(np.float32)
+    b = np.random.rand(256, 1024).astype(np.float32)
     np.testing.assert_array_equal(add_spmd[2, 2](a, b), a + b)
 
 
@@ -103,12 +104,14 @@ def matmul_tiled(lhsT, rhs):
             for k in nl.affine_range(K // TILE_K):
                 lhsT_tile = nl.ndarray((TILE_K, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
                 rhs_tile = nl.ndarray((TILE_K, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=lhsT_tile, src=lhsT[nl.ds(k * TILE_K, TILE_K), nl.ds(m * TILE_M, TILE_M)])
-                nisa.dma_copy(dst=rhs_tile, src=rhs[nl.ds(k * TILE_K, TILE_K), nl.ds(n * TILE_N, TILE_N)])
+                k_rows = nl.ds(k * TILE_K, TILE_K)
+                nisa.dma_copy(dst=lhsT_tile, src=lhsT[k_rows, nl.ds(m * TILE_M, TILE_M)])
+                nisa.dma_copy(dst=rhs_tile, src=rhs[k_rows, nl.ds(n * TILE_N, TILE_N)])
                 nisa.nc_matmul(dst=res_psum, stationary=lhsT_tile, moving=rhs_tile)
             res_sb = nl.ndarray(res_psum.shape, dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=res_sb, src=res_psum)
-            nisa.dma_copy(dst=result[nl.ds(m * TILE_M, TILE_M), nl.ds(n * TILE_N, TILE_N)], src=res_sb)
+            out_view = result[nl.ds(m * TILE_M, TILE_M), nl.ds(n * TILE_N, TILE_N)]
+            nisa.dma_copy(dst=out_view, src=res_sb)
     return result
 
 
@@ -128,14 +131,16 @@ def matmul_hoisted(lhsT, rhs):
             rhs_tiles = []
             for k in nl.affine_range(K // TILE_K):
                 t = nl.ndarray(shape=(TILE_K, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=t, src=rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
+                nisa.dma_copy(dst=t,
+                              src=rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
                 rhs_tiles.append(t)
             res_psum = nl.ndarray(shape=(TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(K // TILE_K):
                 nisa.nc_matmul(dst=res_psum, stationary=lhsT_tiles[k], moving=rhs_tiles[k])
             res_sb = nl.ndarray(shape=(TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=res_sb, src=res_psum)
-            nisa.dma_copy(dst=result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N], src=res_sb)
+            nisa.dma_copy(dst=result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
+                          src=res_sb)
     return result
 
 
@@ -171,7 +176,8 @@ def matmul_blocked(lhsT, rhs, BLOCK_TILES_M=2, BLOCK_TILES_N=2):
                 for bn in nl.affine_range(BLOCK_TILES_N):
                     acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(K // TILE_K):
-                        nisa.nc_matmul(dst=acc, stationary=lhsT_block[bm][k], moving=rhs_block[bn][k])
+                        nisa.nc_matmul(dst=acc, stationary=lhsT_block[bm][k],
+                                       moving=rhs_block[bn][k])
                     out_tile = nl.ndarray(acc.shape, dtype=result.dtype, buffer=nl.sbuf)
                     nisa.tensor_copy(dst=out_tile, src=acc)
                     row0 = (m * BLOCK_TILES_M + bm) * TILE_M
@@ -196,7 +202,8 @@ def test_matmul_variants(kernel, dtype):
     lhsT, rhs = _mm_inputs(256, 256, 1024, dtype)
     expected = (lhsT.float().T @ rhs.float()).to(dtype)
     tol = 1e-5 if dtype == torch.float32 else 1e-2
-    torch.testing.assert_close(kernel(lhsT, rhs).to(dtype).float(), expected.float(), atol=tol, rtol=tol)
+    torch.testing.assert_close(kernel(lhsT, rhs).to(dtype).float(), expected.float(), atol=tol,
+                               rtol=tol)
 
 
 def test_hoisting_reduces_the_estimated_dma_traffic():
@@ -262,7 +269,7 @@ def test_average_pool_via_access_pattern():
     torch.testing.assert_close(avgpool2d(big, 4), torch.nn.functional.avg_pool2d(big, 4))
 
 
-# ---- legacy conveniences still found in public kernels --------------------------------------------
+# ---- legacy conveniences still found in public kernels ------------------------------------------
 def test_numpy_functions_as_operators():
     @nki.jit
     def exp_kernel(x):

@@ -110,7 +110,8 @@ def test_matmul_fp32_pairs_with_fp32():
 
 def test_matmul_dst_accumulates_in_fp32(target):
     target("trn2")
-    with raises(r"dst must be float32 \(fp32 accumulation\) on NeuronCore-v3 \(trn2\), got bfloat16"):
+    with raises(r"dst must be float32 \(fp32 accumulation\) on NeuronCore-v3 \(trn2\), "
+                r"got bfloat16"):
         nisa.nc_matmul(dst=sb((128, 64), nl.bfloat16, buffer=nl.psum),
                        stationary=sb((128, 128), nl.bfloat16), moving=sb((128, 64), nl.bfloat16))
 
@@ -125,7 +126,8 @@ def test_matmul_accumulate_true_needs_written_psum():
 def test_matmul_result_must_stay_in_one_psum_bank(target):
     target("trn2")
     acc = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)
-    with raises(r"dst occupies bytes \[1024, 3072\) of each PSUM partition, crossing a 2048-byte bank"):
+    with raises(r"dst occupies bytes \[1024, 3072\) of each PSUM partition, crossing a "
+                r"2048-byte bank"):
         nisa.nc_matmul(dst=acc[:, 256:768], stationary=sb((128, 128)), moving=sb((128, 512)))
 
 
@@ -234,7 +236,8 @@ def test_string_buffer_names_rejected():
 
 # ---- shapes of operands ----------------------------------------------------------------------
 def test_elementwise_shapes_must_match():
-    with raises(r"tensor_tensor: free size mismatch: dst has 8 elements per partition, data2 has 4"):
+    with raises(r"tensor_tensor: free size mismatch: dst has 8 elements per partition, "
+                r"data2 has 4"):
         nisa.tensor_tensor(dst=sb((4, 8)), data1=sb((4, 8)), data2=sb((4, 4)), op=nl.add)
 
 

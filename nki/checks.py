@@ -1,0 +1,89 @@
+"""Validation rules shared by the instructions; each failure names the rule and the sizes."""
+import numbers
+
+from . import buffers
+from .enums import engine as Engine
+from .errors import fail, require
+from .tensor import PMAX, NkiTensor
+
+ON_CHIP = (buffers.sbuf, buffers.psum)
+
+
+def tensor(op, label, t):
+    """``t`` must be an NKI tensor."""
+    require(isinstance(t, NkiTensor), op, f"{label} must be an NKI tensor, got {type(t).__name__}")
+    return t
+
+
+def buffer(op, label, t, *allowed):
+    """``t`` must live in one of ``allowed``."""
+    if t.buffer not in allowed:
+        names = " or ".join(b.name.upper() if b.on_chip else b.name for b in allowed)
+        fail(op, f"{label} must be in {names}, got {t.buffer.name}")
+
+
+def partitions(op, label, t, limit=PMAX):
+    """The partition dimension of ``t`` must not exceed ``limit``."""
+    require(t.shape[0] <= limit, op,
+            f"{label} partition dimension {t.shape[0]} exceeds maximum {limit}")
+
+
+def on_chip(op, label, t, *allowed):
+    """``t`` is an SBUF/PSUM tile (or in ``allowed``) with at most 128 partitions."""
+    tensor(op, label, t)
+    buffer(op, label, t, *(allowed or ON_CHIP))
+    partitions(op, label, t)
+    return t
+
+
+def same_partitions(op, a_label, a, b_label, b):
+    """``a`` and ``b`` must use the same number of partitions."""
+    require(a.shape[0] == b.shape[0], op,
+            f"partition dimension mismatch: {a_label} has {a.shape[0]}, {b_label} has {b.shape[0]}")
+
+
+def same_free(op, a_label, a, b_label, b):
+    """``a`` and ``b`` must hold the same number of elements per partition."""
+    require(a.free_size == b.free_size, op,
+            f"free size mismatch: {a_label} has {a.free_size} elements per partition, "
+            f"{b_label} has {b.free_size}")
+
+
+def same_tile(op, a_label, a, b_label, b):
+    """Same partitions and same elements per partition."""
+    same_partitions(op, a_label, a, b_label, b)
+    same_free(op, a_label, a, b_label, b)
+
+
+def not_both_psum(op, a_label, a, b_label, b):
+    """Two streamed inputs cannot both come from PSUM."""
+    require(not (a.buffer is buffers.psum and b.buffer is buffers.psum), op,
+            f"{a_label} and {b_label} cannot both be in PSUM")
+
+
+def operand(op, label, v, parts):
+    """A per-partition operand: a scalar or a ``(parts, 1)`` on-chip tile."""
+    if isinstance(v, NkiTensor):
+        on_chip(op, label, v)
+        require(v.shape[0] == parts and v.free_size == 1, op,
+                f"{label} must be a scalar or a ({parts}, 1) tile, got {v.shape}")
+    else:
+        require(isinstance(v, numbers.Number), op,
+                f"{label} must be a scalar or a tile, got {type(v).__name__}")
+    return v
+
+
+def engine(op, value, *allowed):
+    """``value`` must be an ``nki.isa.engine`` member from ``allowed``; raw ints are rejected."""
+    require(isinstance(value, Engine), op,
+            f"engine must be an nki.isa.engine member, got {value!r}")
+    if value is not Engine.unknown and value not in allowed:
+        fail(op, f"engine {value.name} is not supported; use one of "
+                 + ", ".join(e.name for e in allowed))
+    return value
+
+
+def gpsimd_no_psum(op, eng, *tiles):
+    """GpSimd cannot access PSUM."""
+    if eng is Engine.gpsimd and any(t.buffer is buffers.psum for t in tiles):
+        fail(op, "the gpsimd engine cannot access PSUM")

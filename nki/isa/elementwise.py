@@ -1,0 +1,189 @@
+"""Elementwise instructions on SBUF/PSUM tiles (Vector, Scalar and GpSimd engines)."""
+import torch
+
+from .. import alu, buffers, checks, runtime
+from ..enums import engine as E, reduce_cmd as Cmd
+from ..errors import fail, require
+from ..tensor import NkiTensor
+from ..tiles import read, read_pf, write
+from ..trace import issue
+from .accumulators import accumulate
+
+_INT32 = (torch.int32, torch.uint32)
+
+
+def engine_name(eng, default):
+    """Engine that executes an instruction: the requested one, else ``default``."""
+    return default if eng is E.unknown else eng.value
+
+
+def operand_value(v, parts):
+    """A scalar or ``(parts, 1)`` tile operand as something broadcastable over ``[P, F]``."""
+    if isinstance(v, NkiTensor):
+        return read(v).reshape(parts, 1)
+    return float(v)
+
+
+def apply(op, data, value, reverse):
+    """``data <op> value`` (or ``value <op> data`` when reversed); unary ops ignore ``value``."""
+    if op.binary is None:
+        return op.unary(data)
+    value = torch.as_tensor(value, dtype=data.dtype)
+    return op.binary(value, data) if reverse else op.binary(data, value)
+
+
+def tensor_copy(dst, src, engine=E.unknown, name=None):
+    """Copy ``src`` into ``dst`` on chip (PSUM eviction, casts)."""
+    op = "tensor_copy"
+    checks.on_chip(op, "dst", dst)
+    checks.on_chip(op, "src", src)
+    checks.same_tile(op, "dst", dst, "src", src)
+    eng = checks.engine(op, engine, E.vector, E.scalar, E.gpsimd)
+    checks.gpsimd_no_psum(op, eng, dst, src)
+    # Same dtype: bit-accurate; otherwise through fp32.
+    write(dst, src.host if dst.dtype == src.dtype else read(src))
+    issue(op, engine_name(eng, "vector"), [dst], [src])
+
+
+def memset(dst, value, engine=E.unknown, name=None):
+    """Fill ``dst`` with the compile-time constant ``value``."""
+    op = "memset"
+    checks.on_chip(op, "dst", dst)
+    eng = checks.engine(op, engine, E.vector, E.gpsimd)
+    checks.gpsimd_no_psum(op, eng, dst)
+    require(dst.dtype.is_floating_point or float(value).is_integer(), op,
+            f"value {value} does not match integer dtype {dst.dtype}")
+    dst.host.fill_(value)
+    issue(op, engine_name(eng, "vector"), [dst], [], free=dst.free_size)
+
+
+def tensor_tensor(dst, data1, data2, op, engine=E.unknown, name=None):
+    """``dst = data1 <op> data2`` elementwise (same partitions and elements per partition)."""
+    where = "tensor_tensor"
+    for label, t in (("dst", dst), ("data1", data1), ("data2", data2)):
+        checks.on_chip(where, label, t)
+    checks.same_tile(where, "dst", dst, "data1", data1)
+    checks.same_tile(where, "dst", dst, "data2", data2)
+    checks.not_both_psum(where, "data1", data1, "data2", data2)
+    fn = alu.resolve(op, where, "binary")
+    eng = checks.engine(where, engine, E.vector, E.gpsimd)
+    tiles = (dst, data1, data2)
+    if eng is E.unknown:
+        all_int32 = all(t.dtype in _INT32 for t in tiles)
+        on_psum = any(t.buffer is buffers.psum for t in tiles)
+        eng = E.gpsimd if fn.engine == "gpsimd" or (all_int32 and not on_psum) else E.vector
+    checks.gpsimd_no_psum(where, eng, *tiles)
+    exact_int = fn.bitvec or (eng is E.gpsimd and dst.dtype in _INT32)
+    dtype = torch.int64 if exact_int else torch.float32
+    if fn.bitvec:
+        require(not any(t.dtype.is_floating_point for t in tiles), where,
+                f"{fn!r} needs integer tiles")
+    write(dst, fn.binary(read_pf(data1, dtype), read_pf(data2, dtype)))
+    issue(where, eng.value, [dst], [data1, data2])
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
+                  reverse1=False, engine=E.unknown, name=None):
+    """``(data <op0> operand0) <op1> operand1`` with scalar or per-partition operands."""
+    where = "tensor_scalar"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "data", data)
+    checks.same_tile(where, "dst", dst, "data", data)
+    eng = checks.engine(where, engine, E.vector, E.scalar, E.gpsimd)
+    checks.gpsimd_no_psum(where, eng, dst, data)
+    parts = data.shape[0]
+    steps = [(op0, operand0, reverse0, "op0", "operand0")]
+    if op1 is not None:
+        steps.append((op1, operand1, reverse1, "op1", "operand1"))
+    else:
+        require(operand1 is None, where, "operand1 must be None when op1 is None")
+    ops = [alu.resolve(o, where) for o, *_ in steps]
+    require(len({o.bitvec for o in ops}) == 1, where,
+            "op0 and op1 must both be arithmetic or both be bit-vector operators")
+    dtype = torch.int64 if ops[0].bitvec else torch.float32
+    x = read_pf(data, dtype)
+    for fn, (_, v, rev, _, label) in zip(ops, steps):
+        if fn.binary is not None:
+            checks.operand(where, label, v, parts)
+        x = apply(fn, x, operand_value(v, parts) if fn.binary is not None else None, rev)
+    write(dst, x)
+    issue(where, engine_name(eng, "vector"), [dst], [data], reads=(operand0, operand1))
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         name=None):
+    """``(data <op0> operand0) <op1> operand1``: operand0 per partition, operand1 a full tile."""
+    where = "scalar_tensor_tensor"
+    for label, t in (("dst", dst), ("data", data), ("operand1", operand1)):
+        checks.on_chip(where, label, t)
+    checks.same_tile(where, "dst", dst, "data", data)
+    checks.same_tile(where, "dst", dst, "operand1", operand1)
+    checks.not_both_psum(where, "data", data, "operand1", operand1)
+    parts = data.shape[0]
+    checks.operand(where, "operand0", operand0, parts)
+    f0 = alu.resolve(op0, where, "binary")
+    f1 = alu.resolve(op1, where, "binary")
+    x = apply(f0, read_pf(data), operand_value(operand0, parts), reverse0)
+    y = read_pf(operand1)
+    write(dst, f1.binary(y, x) if reverse1 else f1.binary(x, y))
+    issue(where, "vector", [dst], [data, operand1], reads=(operand0,))
+
+
+def reciprocal(dst, data, name=None):
+    """``dst = 1 / data`` elementwise."""
+    where = "reciprocal"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "data", data)
+    checks.same_tile(where, "dst", dst, "data", data)
+    write(dst, torch.reciprocal(read_pf(data)))
+    issue(where, "vector", [dst], [data])
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    """Copy ``src`` into ``dst`` where ``predicate`` is non-zero (inverted by ``reverse_pred``)."""
+    where = "tensor_copy_predicated"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "predicate", predicate)
+    checks.same_tile(where, "dst", dst, "predicate", predicate)
+    require(predicate.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.bool), where,
+            f"predicate must be uint8, uint16 or uint32, got {predicate.dtype}")
+    mask = read_pf(predicate) != 0
+    if reverse_pred:
+        mask = ~mask
+    if isinstance(src, NkiTensor):
+        checks.on_chip(where, "src", src)
+        checks.same_tile(where, "dst", dst, "src", src)
+        checks.not_both_psum(where, "src", src, "predicate", predicate)
+        require(src.dtype == dst.dtype, where,
+                f"src dtype {src.dtype} must equal dst dtype {dst.dtype}")
+        value = read_pf(src)
+    else:
+        value = torch.full(mask.shape, float(src))
+    write(dst, torch.where(mask, value, read_pf(dst)))
+    issue(where, "vector", [dst], [predicate] + ([src] if isinstance(src, NkiTensor) else []))
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=Cmd.idle,
+                reduce_init=0.0, name=None):
+    """``dst = exp(src - max_value)`` on the Vector engine, optionally summing (NeuronCore-v4)."""
+    where = "exponential"
+    ctx = runtime.current()
+    tgt = ctx.target
+    require(tgt.generation >= 4, where,
+            f"requires NeuronCore-v4 (trn3); target {tgt.name} is NeuronCore-v{tgt.generation}")
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "src", src)
+    checks.same_tile(where, "dst", dst, "src", src)
+    parts = src.shape[0]
+    checks.operand(where, "max_value", max_value, parts)
+    out = torch.exp(read_pf(src) - operand_value(max_value, parts))
+    write(dst, out)
+    if reduce_cmd is not Cmd.idle:
+        regs = accumulate(ctx.vector_regs, reduce_cmd, out.sum(1), alu.add, reduce_init, where)
+        if reduce_res is not None:
+            checks.operand(where, "reduce_res", reduce_res, parts)
+            write(reduce_res, regs)
+    elif reduce_res is not None:
+        fail(where, "reduce_res needs a reduce_cmd other than idle")
+    issue(where, "vector", [dst] + ([reduce_res] if reduce_res is not None else []), [src],
+          reads=(max_value,))

@@ -1,0 +1,88 @@
+"""Reductions: along free axes (Vector engine) and across partitions (GpSimd)."""
+import operator
+
+import torch
+
+from .. import alu, buffers, checks, runtime
+from ..enums import reduce_cmd as Cmd
+from ..errors import fail, require
+from ..tiles import read, read_pf, write
+from ..trace import issue
+from .accumulators import accumulate
+from .elementwise import apply, operand_value
+
+
+def free_axes(where, t, axis):
+    """Normalize ``axis``; only free axes may be reduced, and they must end at the last dim."""
+    axes = (axis,) if isinstance(axis, int) or hasattr(axis, "__index__") else tuple(axis)
+    axes = tuple(sorted(operator.index(a) % t.ndim for a in axes))
+    if 0 in axes:
+        fail(where, "cannot reduce along the partition axis 0; reductions run only over free axes")
+    expected = tuple(range(t.ndim - len(axes), t.ndim))
+    require(axes == expected, where,
+            f"axis {axes} must be the last contiguous free axes {expected} of a {t.ndim}-D tile")
+    return axes
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    """Reduce ``data`` along its trailing free ``axis`` into ``dst``."""
+    where = "tensor_reduce"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "data", data)
+    axes = free_axes(where, data, axis)
+    checks.same_partitions(where, "dst", dst, "data", data)
+    fn = alu.resolve(op, where, "reduce")
+    result = fn.reduce(read(data), axes, keepdims)
+    if negate:
+        result = -result
+    produced = result.numel() // data.shape[0]
+    require(dst.free_size == produced, where,
+            f"dst has {dst.free_size} elements per partition, the reduction produces {produced}")
+    write(dst, result)
+    issue(where, "vector", [dst], [data], free=data.free_size)
+
+
+def tensor_partition_reduce(dst, op, data, name=None):
+    """Reduce ``data`` across its partitions into a single-partition ``dst`` (GpSimd)."""
+    where = "tensor_partition_reduce"
+    checks.on_chip(where, "dst", dst, buffers.sbuf)
+    checks.on_chip(where, "data", data, buffers.sbuf)
+    checks.same_free(where, "dst", dst, "data", data)
+    require(dst.shape[0] == 1, where, f"dst must have 1 partition, has {dst.shape[0]}")
+    fn = alu.resolve(op, where, "reduce")
+    write(dst, fn.reduce(read_pf(data).T, (1,), False))
+    issue(where, "gpsimd", [dst], [data])
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
+                         reduce_cmd=Cmd.reset_reduce, reduce_init=None, name=None):
+    """``dst = data <op0> operand0`` and reduce it along the free axes into ``reduce_res``."""
+    where = "tensor_scalar_reduce"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "data", data)
+    checks.same_tile(where, "dst", dst, "data", data)
+    parts = data.shape[0]
+    checks.operand(where, "operand0", operand0, parts)
+    checks.operand(where, "reduce_res", reduce_res, parts)
+    f0 = alu.resolve(op0, where, "binary")
+    red = alu.resolve(reduce_op, where, "reduce")
+    out = apply(f0, read_pf(data), operand_value(operand0, parts), reverse0)
+    write(dst, out)
+    regs = accumulate(runtime.current().vector_regs, reduce_cmd, red.reduce(out, (1,)), red,
+                      reduce_init, where)
+    write(reduce_res, regs)
+    issue(where, "vector", [dst, reduce_res], [data], reads=(operand0,))
+
+
+def max8(dst, src, name=None):
+    """The 8 largest values of each partition, in descending order."""
+    where = "max8"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "src", src)
+    checks.same_partitions(where, "dst", dst, "src", src)
+    require(8 <= src.free_size <= 16384, where,
+            f"src must have 8 to 16384 elements per partition, has {src.free_size}")
+    require(dst.free_size == 8, where,
+            f"dst must have 8 elements per partition, has {dst.free_size}")
+    write(dst, torch.topk(read_pf(src), 8, dim=1).values)
+    issue(where, "vector", [dst], [src])

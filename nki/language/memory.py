@@ -1,0 +1,52 @@
+"""Moving tiles between memories: nl.load, nl.store and assignment through views."""
+import numbers
+
+from .. import alu, buffers, checks, isa
+from ..tensor import NkiTensor
+
+
+def load(src, dtype=None):
+    """Copy an HBM tensor into a new SBUF tile (dim 0 becomes the partition dim)."""
+    checks.tensor("nl.load", "src", src)
+    dst = NkiTensor.allocate(src.shape, src.dtype if dtype is None else dtype, buffers.sbuf,
+                             op="nl.load")
+    isa.dma_copy(dst=dst, src=src)
+    return dst
+
+
+def to_sbuf(t):
+    """``t`` itself if it is in SBUF, else a copy of it in SBUF (DMA cannot read PSUM)."""
+    if t.buffer is buffers.sbuf:
+        return t
+    copy = NkiTensor.allocate(t.shape, t.dtype, buffers.sbuf, op="copy")
+    if t.buffer is buffers.psum:
+        isa.tensor_copy(dst=copy, src=t)
+    else:
+        isa.dma_copy(dst=copy, src=t)
+    return copy
+
+
+def store(dst, value):
+    """Copy an on-chip tile into the HBM tensor ``dst``."""
+    checks.tensor("nl.store", "dst", dst)
+    checks.tensor("nl.store", "value", value)
+    isa.dma_copy(dst=dst, src=to_sbuf(value))
+
+
+def assign(dst, value):
+    """``dst[...] = value``: memset for scalars, DMA when HBM is involved, else an on-chip copy."""
+    if isinstance(value, numbers.Number):
+        if dst.buffer.on_chip:
+            isa.memset(dst=dst, value=value)
+        else:
+            dst.host.fill_(value)
+        return
+    checks.tensor("assign", "value", value)
+    same_view = (value._alloc is dst._alloc and value.shape == dst.shape
+                 and value.strides == dst.strides and value._offset == dst._offset)
+    if same_view:
+        return
+    if not (dst.buffer.on_chip and value.buffer.on_chip):
+        isa.dma_copy(dst=dst, src=to_sbuf(value) if value.buffer is buffers.psum else value)
+    else:
+        alu.copy(value, dst=dst)

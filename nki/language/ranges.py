@@ -1,0 +1,37 @@
+"""Loop iterators. All static forms unroll (they are ``range``); dynamic ones run eagerly here."""
+import operator
+
+from ..isa.registers import VirtualRegister
+
+
+def _range(start, stop=None, step=1):
+    if stop is None:
+        start, stop = 0, start
+    return range(operator.index(start), operator.index(stop), operator.index(step))
+
+
+def affine_range(start, stop=None, step=1):
+    """Iterations without loop-carried dependencies (associative accumulation allowed)."""
+    return _range(start, stop, step)
+
+
+def sequential_range(start, stop=None, step=1):
+    """Iterations with loop-carried dependencies."""
+    return _range(start, stop, step)
+
+
+def static_range(start, stop=None, step=1):
+    """A fully unrolled loop."""
+    return _range(start, stop, step)
+
+
+def dynamic_range(start, stop=None, step=1):
+    """An on-device loop; bounds may be registers. The induction variable is a frozen register."""
+    for i in _range(start, stop, step):
+        yield VirtualRegister(i, frozen=True)
+
+
+def fori_loop(lower, upper, body_fun, step=1):
+    """Run ``body_fun(i)`` for ``i`` in ``[lower, upper)``."""
+    for i in dynamic_range(lower, upper, step):
+        body_fun(i)

@@ -1,0 +1,86 @@
+"""Issuing an instruction: capacity check, written-state update and the trace record."""
+from dataclasses import dataclass
+
+from . import buffers, runtime
+from .tensor import NkiTensor
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One executed ISA instruction, as seen by the cost model."""
+
+    name: str
+    engine: str          # tensor | vector | scalar | gpsimd | dma
+    reads: tuple         # allocation ids read
+    writes: tuple        # allocation ids written
+    on_chip_writes: tuple  # subset of writes that are SBUF/PSUM (reuse hazards)
+    free: int            # elements per partition streamed by the engine
+    inputs: int          # number of streamed tile operands
+    narrow: bool         # every streamed operand is <= 2 bytes wide
+    nbytes: int = 0      # DMA: bytes moved
+    chunk: int = 0       # DMA: contiguous bytes per descriptor
+    moving: int = 0      # nc_matmul: moving free size
+    fp32: bool = False   # nc_matmul: 4-pass fp32 operands
+    double_row: bool = False
+    flops: int = 0       # nc_matmul: 2*K*M*N
+
+
+def contiguous_run(t):
+    """Contiguous bytes per access run of a view (per partition for on-chip tensors)."""
+    run, expected = 1, 1
+    dims = list(zip(t.shape, t.strides))
+    if t.buffer.on_chip:
+        dims = dims[1:]
+    for size, stride in reversed(dims):
+        if size == 1:
+            continue
+        if stride != expected:
+            break
+        run *= size
+        expected *= size
+    return run * t.itemsize
+
+
+def _psum_flags(t):
+    """The PSUM written-flags over exactly the elements of view ``t``."""
+    flags = t._alloc.psum_written
+    if t.dtype != t._alloc.storage.dtype:
+        return flags
+    return flags.as_strided(t.shape, t.strides, t._offset - t._origin)
+
+
+def mark_written(t):
+    """Record that the elements of ``t`` now hold defined data."""
+    t._alloc.written = True
+    if t.buffer is buffers.psum:
+        _psum_flags(t).fill_(True)
+
+
+def psum_written(t):
+    """Bool tensor (shape of ``t``): which PSUM elements were written before."""
+    return _psum_flags(t).clone()
+
+
+def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
+    """Account for an executed instruction: capacity, written state and the trace.
+
+    ``srcs`` are the operands the engine streams; ``reads`` are further (per-partition
+    scalar) operands that only matter as dependencies.
+    """
+    ctx = runtime.current()
+    ctx.allocator.check(name)
+    for d in dsts:
+        mark_written(d)
+    if ctx.recorder is None:
+        return
+    extra = [r for r in reads if isinstance(r, NkiTensor)]
+    streamed = list(srcs) or list(dsts)
+    ctx.recorder.append(Instr(
+        name=name, engine=engine,
+        reads=tuple(t._alloc.index for t in list(srcs) + extra),
+        writes=tuple(d._alloc.index for d in dsts),
+        on_chip_writes=tuple(d._alloc.index for d in dsts if d.buffer.on_chip),
+        free=free if free is not None else max(t.free_size for t in streamed),
+        inputs=len(srcs),
+        narrow=all(t.itemsize <= 2 for t in streamed),
+        **cost))
