@@ -4,11 +4,16 @@ Importing torch loads this package through the ``torch.backends`` entry point; a
 ``torch.device("neuron")``, ``torch.neuron`` and ``torch.accelerator`` work as on Trainium.
 """
 
-import os as _os
 
-import torch as _torch
+def _autoload():
+    """Entry point for ``torch.backends``: importing this module is all the work."""
 
-from torch_neuronx import _library
+
+# Defined before importing torch: `import torch_neuronx` imports torch, whose autoload then
+# looks up _autoload on this partially initialised module.
+import torch as _torch  # noqa: E402
+
+from torch_neuronx import _library  # noqa: E402
 
 _library.load()
 
@@ -17,10 +22,6 @@ from torch_neuronx import neuron  # noqa: E402  (needs the library)
 _library.register_device_module(neuron)
 
 __version__ = "0.1.0"
-
-
-def _autoload():
-    """Entry point for ``torch.backends``: importing this module is all the work."""
 
 
 def __getattr__(name):

@@ -122,3 +122,8 @@ def test_hugging_face_detection():
 
     assert importlib.util.find_spec("torch_neuronx") is not None
     assert hasattr(torch, "neuron") and torch.neuron.is_available()
+
+
+def test_importing_the_package_first_works():
+    out = run_python("import torch_neuronx, torch; print(torch.neuron.device_count())")
+    assert out.stdout.strip() == "4", out.stderr
