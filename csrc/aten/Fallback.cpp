@@ -304,6 +304,10 @@ class HostCall {
     if (!h.defined() || h.device().type() != c10::DeviceType::CPU) {
       return std::move(h);
     }
+    TORCH_CHECK_NOT_IMPLEMENTED(h.layout() == c10::kStrided,
+        schema_.operator_name(), " would create a ", h.layout(), " tensor on neuron, but sparse "
+        "and other non-strided layouts are not supported: TorchNeuron leaves them out. Keep "
+        "such tensors on the CPU; see docs/limitations.md");
     for (const auto& ta : tensors_) {
       if (ta.host.unsafeGetTensorImpl() == h.unsafeGetTensorImpl()) {
         return ta.device;

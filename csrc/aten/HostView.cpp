@@ -36,8 +36,11 @@ c10::Storage host_storage(c10::StorageImpl* device_storage) {
 }
 
 at::Tensor tensor_over(const c10::Storage& storage, const at::Tensor& t, c10::DispatchKey key) {
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(storage), c10::DispatchKeySet(key), t.dtype());
+  auto keys = c10::DispatchKeySet(key);
+  if (t._is_zerotensor()) {
+    keys = keys.add(c10::DispatchKey::ZeroTensor);
+  }
+  auto out = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), keys, t.dtype());
   auto* impl = out.unsafeGetTensorImpl();
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (t.is_conj()) {
@@ -56,6 +59,11 @@ at::Tensor host_view(const at::Tensor& t) {
 c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device) {
   auto* impl = s.unsafeGetStorageImpl();
   size_t nbytes = impl->nbytes();
+  if (impl->data() == nullptr) {
+    // Storage without memory, such as an efficient zero tensor's.
+    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+        nbytes, c10::DataPtr(nullptr, c10::Device(kNeuron, device)), device_allocator(), false));
+  }
   if (s.use_count() == 1 && impl->data_ptr().device().is_cpu() && nbytes > 0 &&
       !c10::impl::cow::is_cow_data_ptr(impl->data_ptr())) {
     auto host = impl->set_data_ptr(c10::DataPtr());

@@ -130,13 +130,17 @@ NeuronWork::NeuronWork(int rank, OpType type, std::string label, uint64_t seq,
 
 void NeuronWork::attach(const c10::intrusive_ptr<NeuronWork>& work, WorkPtr gloo) {
   work->gloo_ = gloo;
-  if (!c10d::isP2POp(work->retrieveOpType())) {
-    gloo->getFuture()->addCallback(
-        [work](c10::ivalue::Future& done) { work->complete(done.exception_ptr()); });
+  c10::intrusive_ptr<c10::ivalue::Future> done;
+  try {
+    done = gloo->getFuture();
+  } catch (const c10::Error&) {
+    // Gloo's send, recv and reduce_scatter works have no future and finish only inside wait().
+  }
+  if (done) {
+    done->addCallback([work](c10::ivalue::Future& f) { work->complete(f.exception_ptr()); });
     return;
   }
-  // Gloo's send/recv works have no future and only finish inside wait(), so a thread waits
-  // for each one; that keeps isCompleted() and futures asynchronous as for collectives.
+  // A thread waits for such a work, so that isCompleted() and the future stay asynchronous.
   std::thread([work, gloo] {
     std::exception_ptr error;
     try {
@@ -233,8 +237,12 @@ WorkPtr NeuronBackend::run(OpType type, std::vector<at::Tensor> outputs, int pee
   WorkPtr gloo;
   try {
     gloo = launch(host);
+  } catch (const c10::Error& e) {
+    // Argument checks, ours and gloo's.
+    TORCH_CHECK(false, label, ": ", e.what_without_backtrace());
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, label, ": ", message(e));
+    // The transport refused, e.g. a connection an earlier timeout or a dead peer closed.
+    std::rethrow_exception(backend_error(c10::str(label, " failed: ", e.what())));
   }
   auto work = c10::make_intrusive<NeuronWork>(
       rank_, type, std::move(label), seq, std::move(outputs), std::move(host.averaged), size_);

@@ -31,7 +31,7 @@ class NeuronWork final : public c10d::Work {
   NeuronWork(int rank, c10d::OpType type, std::string label, uint64_t seq,
       std::vector<at::Tensor> outputs, std::vector<at::Tensor> averaged, int64_t group_size);
 
-  // Hooks this work to gloo's: its future for collectives, a waiting thread for send/recv.
+  // Hooks this work to gloo's: through its future, or a waiting thread when it has none.
   static void attach(const c10::intrusive_ptr<NeuronWork>& work, c10::intrusive_ptr<c10d::Work> gloo);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;

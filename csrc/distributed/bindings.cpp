@@ -1,0 +1,19 @@
+// torch_neuronx._C_dist: the project's only pybind module, exposing the c10d backend.
+
+#include "distributed/NeuronBackend.h"
+
+#include <torch/csrc/utils/pybind.h>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C_dist, m) {
+  // c10d.Backend must be registered with pybind before a subclass can be.
+  py::module_::import("torch.distributed");
+  py::class_<neuron::dist::NeuronBackend, c10d::Backend,
+      c10::intrusive_ptr<neuron::dist::NeuronBackend>>(
+      m, "NeuronBackend", "The c10d backend for neuron tensors, over a gloo transport.")
+      .def(py::init([](c10::intrusive_ptr<c10d::Backend> gloo) {
+        return c10::make_intrusive<neuron::dist::NeuronBackend>(std::move(gloo));
+      }),
+          py::arg("gloo"));
+}
