@@ -17,9 +17,18 @@ from torch_neuronx import _library  # noqa: E402
 
 _library.load()
 
+from torch_neuronx import log as _log  # noqa: E402,F401  (C++ logs through it)
+
 from torch_neuronx import neuron  # noqa: E402  (needs the library)
 
 _library.register_device_module(neuron)
+
+from torch_neuronx import metrics  # noqa: E402
+from torch_neuronx.op_tracking import (  # noqa: E402
+    clear_op_tracking,
+    get_executed_ops,
+    get_fallback_ops,
+)
 
 __version__ = "0.1.0"
 
@@ -37,4 +46,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")
 
 
-__all__ = ["neuron", "nki", "nki_op", "wrap_nki"]
+__all__ = [
+    "clear_op_tracking", "get_executed_ops", "get_fallback_ops", "metrics", "neuron", "nki",
+    "nki_op", "wrap_nki",
+]

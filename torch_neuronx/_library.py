@@ -36,6 +36,7 @@ def register_device_module(module):
         )
     from torch_neuronx import host_composites, op_policy
 
-    torch.ops.neuron.route(op_policy.cpu_fallback_ops())
+    torch.ops.neuron.route(op_policy.cpu_fallback_ops(), op_policy.boolean_mask_ops(),
+                           op_policy.fp8_data_ops())
     host_composites.register()
     sys.modules.setdefault("torch.neuron", module)

@@ -1,6 +1,63 @@
-"""Which ATen ops run natively on the emulated NeuronCore and which fall back to the CPU."""
+"""Which ATen ops run natively on the emulated NeuronCore and which fall back to the CPU.
+
+The principles are data (op_policy.json); this module turns their patterns into op names.
+"""
+
+import fnmatch
+import functools
+import json
+import os
+
+import torch
+
+_DEFAULT = os.path.join(os.path.dirname(__file__), "op_policy.json")
+
+
+@functools.lru_cache(maxsize=None)
+def policy():
+    """The policy document (TORCH_NEURONX_OP_POLICY overrides the built-in one)."""
+    path = os.environ.get("TORCH_NEURONX_OP_POLICY") or _DEFAULT
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise RuntimeError(f"Cannot read the op policy {path!r} (TORCH_NEURONX_OP_POLICY): {e}. "
+                           f"Use a JSON file shaped like {_DEFAULT}") from e
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_ops():
+    """ATen ops that reach a CPU backend kernel, as 'name' or 'name.overload'."""
+    names = []
+    for full in torch._C._dispatch_get_all_op_names():
+        if full.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(full, "CPU"):
+            names.append(full[len("aten::"):])
+    return tuple(sorted(names))
+
+
+def _select(rule):
+    def matches(name, patterns):
+        base = name.split(".")[0]
+        return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(base, p) for p in patterns)
+    include, exclude = rule.get("include", ()), rule.get("exclude", ())
+    return [n for n in _kernel_ops() if matches(n, include) and not matches(n, exclude)]
+
+
+def cpu_fallback_ops_by_principle():
+    """{principle: [op names]} for the CPU-fallback tier."""
+    return {name: _select(rule) for name, rule in policy()["cpu_fallback"].items()}
 
 
 def cpu_fallback_ops():
-    """The op names of the CPU-fallback tier."""
-    return []
+    """The op names that always take the CPU-fallback tier."""
+    return sorted({op for ops in cpu_fallback_ops_by_principle().values() for op in ops})
+
+
+def boolean_mask_ops():
+    """Ops that take the CPU-fallback tier when indexed with a boolean mask."""
+    return _select(policy()["cpu_fallback_with_boolean_mask"])
+
+
+def fp8_data_ops():
+    """Ops allowed on FP8 neuron tensors (they move data; they do not compute)."""
+    return ["aten::" + n for n in _select(policy()["fp8_data_movement"])]

@@ -1,6 +1,8 @@
 // Transfers between host and device, and reading a scalar back.
 
+#include "aten/Counters.h"
 #include "aten/HostView.h"
+#include "aten/Policy.h"
 #include "runtime/Device.h"
 
 #include <ATen/ops/_local_scalar_dense_native.h>
@@ -18,7 +20,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       "Cannot copy from ", self.device(), " to ", dst.device(), "; go through the CPU");
   TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(),
       "Cannot copy from ", self.device(), " to ", dst.device(), "; go through the CPU");
+  bool from_device = self.device().type() == kNeuron;
+  bool to_device = dst.device().type() == kNeuron;
+  auto nbytes = static_cast<int64_t>(dst.numel() * dst.element_size());
+  if (from_device && to_device) {
+    count(Counter::DeviceToDeviceCopies);
+    count(Counter::DeviceToDeviceBytes, nbytes);
+  } else if (to_device) {
+    count(Counter::HostToDeviceCopies);
+    count(Counter::HostToDeviceBytes, nbytes);
+  } else {
+    count(Counter::DeviceToHostCopies);
+    count(Counter::DeviceToHostBytes, nbytes);
+  }
   host_side(dst).copy_(host_side(self), non_blocking);
+  if (to_device && !from_device) {
+    enforce_64bit(dst, "the copy to neuron");
+  }
   return dst;
 }
 

@@ -1,5 +1,6 @@
 // Tensor creation in device memory.
 
+#include "aten/Policy.h"
 #include "runtime/Allocator.h"
 #include "runtime/Device.h"
 
@@ -29,6 +30,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
     std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   check_memory_format(memory_format);
+  check_64bit_dtype(c10::dtype_or_default(dtype), "tensor creation");
   c10::DeviceGuard guard(c10::Device(kNeuron, device_index(device)));
   return at::detail::empty_generic(size, device_allocator(),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -58,6 +60,7 @@ bool is_dense_permutation(c10::IntArrayRef size, c10::IntArrayRef stride) {
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
     std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
     std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_64bit_dtype(c10::dtype_or_default(dtype), "tensor creation");
   c10::DeviceGuard guard(c10::Device(kNeuron, device_index(device)));
   if (is_dense_permutation(size, stride)) {
     return at::detail::empty_generic(size, device_allocator(),

@@ -1,6 +1,8 @@
 #include "aten/Fallback.h"
 
+#include "aten/Counters.h"
 #include "aten/HostView.h"
+#include "aten/Policy.h"
 #include "runtime/Allocator.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
@@ -30,6 +32,8 @@ struct TensorArg {
 
 c10::Storage copy_to_host(c10::StorageImpl* device_storage) {
   size_t nbytes = device_storage->nbytes();
+  count(Counter::DeviceToHostCopies);
+  count(Counter::DeviceToHostBytes, static_cast<int64_t>(nbytes));
   auto storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), nbytes, c10::GetCPUAllocator()->allocate(nbytes),
       c10::GetCPUAllocator(), true));
@@ -62,6 +66,8 @@ struct OpInfo {
   bool has_generator;
   // Draws random numbers from the default CPU generator, having no generator argument.
   bool implicit_rng;
+  bool fp8_data_op;
+  OpCounts* counts;
 };
 
 // What the host-kernel path needs to know about an op, computed once per op and thread.
@@ -85,9 +91,11 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     has_generator |= generator;
   }
   bool implicit_rng = !has_generator && op.hasTag(at::Tag::nondeterministic_seeded);
+  bool fp8_data_op = fp8_data_ops().count(c10::toString(schema.operator_name())) > 0;
   return cache
       .insert_or_assign(&schema,
-          OpInfo{schema.operator_name(), std::move(args), has_generator, implicit_rng})
+          OpInfo{schema.operator_name(), std::move(args), has_generator, implicit_rng,
+              fp8_data_op, op_counts(schema.operator_name())})
       .first->second;
 }
 
@@ -125,6 +133,12 @@ class HostCall {
 
   void run() {
     const auto& info = op_info(op_);
+    fp8_data_op_ = info.fp8_data_op;
+    if (copy_) {
+      announce_fallback(*info.counts);
+    } else {
+      info.counts->native.fetch_add(1, std::memory_order_relaxed);
+    }
     const auto& args = schema_.arguments();
     const size_t first = stack_.size() - args.size();
     for (size_t i = 0; i < args.size(); ++i) {
@@ -155,9 +169,48 @@ class HostCall {
     for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
       finish(stack_[i]);
     }
+    if (policy_64bit() != Policy64::Native) {
+      narrow_results(nret);
+    }
   }
 
  private:
+  void announce_fallback(OpCounts& counts) {
+    TORCH_CHECK(fallback_enabled(), "Operator '", schema_.operator_name(), "' has no native "
+        "neuron implementation and the CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0). "
+        "Unset NEURON_FALLBACK_ENABLED to let it run on the host, or avoid the op; see "
+        "docs/limitations.md");
+    counts.fallback.fetch_add(1, std::memory_order_relaxed);
+    if (!counts.warned.exchange(true)) {
+      log("WARNING", "Operator '" + counts.name + "' executed via CPU fallback");
+    }
+  }
+
+  // Values the device now holds are 32-bit; see Policy.h.
+  void narrow_results(size_t nret) {
+    auto source = c10::toString(schema_.operator_name());
+    for (const auto& ta : tensors_) {
+      if (ta.writable) {
+        enforce_64bit(ta.device, source);
+      }
+    }
+    for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
+      const auto& v = stack_[i];
+      if (v.isTensor()) {
+        const auto& t = v.toTensor();
+        if (t.defined() && t.device().type() == kNeuron) {
+          enforce_64bit(t, source);
+        }
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) {
+          if (t.defined() && t.device().type() == kNeuron) {
+            enforce_64bit(t, source);
+          }
+        }
+      }
+    }
+  }
+
   void prepare(const c10::Argument& arg, const ArgInfo& info, c10::IValue& v) {
     bool writable = info.writable;
     if (v.isTensor()) {
@@ -223,6 +276,10 @@ class HostCall {
     }
     note_device(t.device().index(), arg);
     check_mixing();
+    TORCH_CHECK(!is_fp8(t.scalar_type()) || fp8_data_op_, schema_.operator_name(), " on ",
+        t.scalar_type(), " neuron tensors: FP8 compute on Trainium needs NKI kernels (FP8 "
+        "tensors can be created, copied and cast here). Cast to bfloat16 first, or write the "
+        "computation as an NKI kernel; see docs/limitations.md");
     auto* dev = t.storage().unsafeGetStorageImpl();
     const c10::Storage* host = nullptr;
     for (const auto& a : storages_) {
@@ -288,6 +345,8 @@ class HostCall {
           }
           if (hs->nbytes() > 0 && ds->data() != hs->data()) {
             std::memcpy(ds->mutable_data(), hs->data(), hs->nbytes());
+            count(Counter::HostToDeviceCopies);
+            count(Counter::HostToDeviceBytes, static_cast<int64_t>(hs->nbytes()));
           }
         }
       } else {
@@ -304,10 +363,12 @@ class HostCall {
     if (!h.defined() || h.device().type() != c10::DeviceType::CPU) {
       return std::move(h);
     }
-    TORCH_CHECK_NOT_IMPLEMENTED(h.layout() == c10::kStrided,
-        schema_.operator_name(), " would create a ", h.layout(), " tensor on neuron, but sparse "
-        "and other non-strided layouts are not supported: TorchNeuron leaves them out. Keep "
-        "such tensors on the CPU; see docs/limitations.md");
+    if (h.is_quantized()) {
+      refuse_excluded(kQuantizedTensors, c10::toString(schema_.operator_name()));
+    }
+    if (h.layout() != c10::kStrided) {
+      refuse_excluded(kSparseTensors, c10::toString(schema_.operator_name()));
+    }
     for (const auto& ta : tensors_) {
       if (ta.host.unsafeGetTensorImpl() == h.unsafeGetTensorImpl()) {
         return ta.device;
@@ -318,7 +379,12 @@ class HostCall {
                              alias->device)),
           h, c10::DispatchKey::PrivateUse1);
     }
-    return copy_ ? to_device(std::move(h), device_) : claim_or_move(std::move(h), device_);
+    if (copy_) {
+      count(Counter::HostToDeviceCopies);
+      count(Counter::HostToDeviceBytes, static_cast<int64_t>(h.storage().nbytes()));
+      return to_device(std::move(h), device_);
+    }
+    return claim_or_move(std::move(h), device_);
   }
 
   void finish(c10::IValue& v) {
@@ -336,6 +402,7 @@ class HostCall {
   const c10::FunctionSchema& schema_;
   torch::jit::Stack& stack_;
   const bool copy_;
+  bool fp8_data_op_ = false;
   c10::DeviceIndex device_ = -1;
   const c10::Argument* cpu_operand_ = nullptr;
   c10::SmallVector<StorageAlias, 4> storages_;
@@ -354,6 +421,38 @@ void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_native>());
+}
+
+template <const char* kFeature>
+void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  refuse_excluded(kFeature, c10::toString(op.schema().operator_name()));
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
+}
+
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kNestedTensors>>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kQuantizedTensors>>());
+}
+
+at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Forward-mode automatic differentiation (forward_ad dual "
+      "tensors, torch.func.jvp, jacfwd) is not supported on neuron tensors: TorchNeuron leaves "
+      "it out. Use reverse mode (backward, torch.func.vjp, jacrev), or run the forward-mode "
+      "part on the CPU; see docs/limitations.md");
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_make_dual", TORCH_FN(refuse_dual));
 }
 
 } // namespace neuron

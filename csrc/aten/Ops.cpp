@@ -1,6 +1,8 @@
 // The torch.ops.neuron helpers that the Python layer calls (no pybind in the core library).
 
+#include "aten/Counters.h"
 #include "aten/HostView.h"
+#include "aten/Policy.h"
 #include "aten/Routing.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
@@ -24,9 +26,25 @@ at::Tensor from_cpu(const at::Tensor& self, int64_t device) {
   return to_device(std::move(t), check_device(static_cast<c10::DeviceIndex>(device)));
 }
 
-std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops) {
-  auto counts = route_ops(cpu_fallback_ops);
-  return {counts.native, counts.cpu_fallback};
+std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
+    std::vector<std::string> mask_ops, std::vector<std::string> fp8_ops) {
+  fp8_data_ops().insert(fp8_ops.begin(), fp8_ops.end());
+  auto counts = route_ops(cpu_fallback_ops, mask_ops);
+  return {counts.native, counts.cpu_fallback, counts.mask_dependent};
+}
+
+std::tuple<std::vector<std::string>, std::vector<int64_t>> counters() {
+  std::vector<std::string> names;
+  std::vector<int64_t> values;
+  for (auto& [name, value] : counter_values()) {
+    names.push_back(name);
+    values.push_back(value);
+  }
+  return {names, values};
+}
+
+void reset_counters() {
+  clear_counters();
 }
 
 // Raises the platform's configuration error, where device_count() alone would report 0 cores.
@@ -72,7 +90,9 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
   m.def("from_cpu(Tensor self, int device) -> Tensor");
-  m.def("route(str[] cpu_fallback_ops) -> int[]", &route);
+  m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
+  m.def("counters() -> (str[], int[])", &counters);
+  m.def("clear_counters() -> ()", &reset_counters);
   m.def("device_count() -> int", &count);
   m.def("platform(int device) -> (str, int, int)", &platform);
   m.def("manual_seed(int device, int seed) -> ()", &manual_seed);

@@ -36,9 +36,32 @@ bool is_aten(const c10::OperatorName& name) {
   return name.name.rfind("aten::", 0) == 0;
 }
 
+bool is_mask(const at::Tensor& t) {
+  return t.defined() && (t.scalar_type() == c10::kBool || t.scalar_type() == c10::kByte);
+}
+
+// Indexing with a boolean mask has a data-dependent result shape; with integers it does not.
+void run_indexing(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t first = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& v = (*stack)[first + i];
+    if (args[i].name() != "indices" || !v.isList()) {
+      continue;
+    }
+    for (const auto& e : v.toListRef()) {
+      if (e.isTensor() && is_mask(e.toTensor())) {
+        return run_cpu_fallback(op, stack);
+      }
+    }
+  }
+  run_native(op, stack);
+}
+
 } // namespace
 
-RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops) {
+RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops,
+    const std::vector<std::string>& mask_ops) {
   static std::once_flag once;
   static RouteCounts counts;
   std::call_once(once, [&] {
@@ -46,6 +69,7 @@ RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops) {
     static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
         c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     std::unordered_set<std::string> fallback(cpu_fallback_ops.begin(), cpu_fallback_ops.end());
+    std::unordered_set<std::string> masked(mask_ops.begin(), mask_ops.end());
     std::unordered_set<std::string> by_name(std::begin(kDeviceSelectingOps),
         std::end(kDeviceSelectingOps));
     auto& dispatcher = c10::Dispatcher::singleton();
@@ -58,7 +82,12 @@ RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops) {
         continue;
       }
       auto qualified = overload_name(name);
-      if (fallback.count(qualified) || fallback.count(qualified.substr(0, qualified.find('.')))) {
+      if (masked.count(qualified)) {
+        lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_indexing>());
+        ++counts.mask_dependent;
+        continue;
+      }
+      if (fallback.count(qualified)) {
         lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_cpu_fallback>());
         ++counts.cpu_fallback;
         continue;

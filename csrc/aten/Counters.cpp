@@ -1,0 +1,77 @@
+#include "aten/Counters.h"
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace neuron {
+namespace {
+
+const char* const kCounterNames[] = {
+    "HostToDeviceCopies", "HostToDeviceBytes", "DeviceToHostCopies", "DeviceToHostBytes",
+    "DeviceToDeviceCopies", "DeviceToDeviceBytes", "Narrowed64BitValues",
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::unique_ptr<OpCounts>> ops;
+  std::array<std::atomic<int64_t>, static_cast<size_t>(Counter::Count_)> counters{};
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+} // namespace
+
+OpCounts* op_counts(const c10::OperatorName& name) {
+  auto key = c10::toString(name);
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto& slot = r.ops[key];
+  if (!slot) {
+    slot = std::make_unique<OpCounts>();
+    slot->name = key;
+  }
+  return slot.get();
+}
+
+void count(Counter counter, int64_t n) {
+  registry().counters[static_cast<size_t>(counter)].fetch_add(n, std::memory_order_relaxed);
+}
+
+std::vector<std::pair<std::string, int64_t>> counter_values() {
+  auto& r = registry();
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t i = 0; i < r.counters.size(); ++i) {
+    if (auto v = r.counters[i].load()) {
+      out.emplace_back(kCounterNames[i], v);
+    }
+  }
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& [name, counts] : r.ops) {
+    if (auto v = counts->native.load()) {
+      out.emplace_back("NativeOp::" + name, v);
+    }
+    if (auto v = counts->fallback.load()) {
+      out.emplace_back("FallbackOp::" + name, v);
+    }
+  }
+  return out;
+}
+
+void clear_counters() {
+  auto& r = registry();
+  for (auto& c : r.counters) {
+    c.store(0);
+  }
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto& [name, counts] : r.ops) {
+    counts->native.store(0);
+    counts->fallback.store(0);
+  }
+}
+
+} // namespace neuron

@@ -1,0 +1,40 @@
+#pragma once
+// Event counters behind torch_neuronx.metrics. Updating one is an atomic add, so counting
+// stays on for every op.
+
+#include <ATen/core/operator_name.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace neuron {
+
+struct OpCounts {
+  std::string name;
+  std::atomic<int64_t> native{0};
+  std::atomic<int64_t> fallback{0};
+  std::atomic<bool> warned{false};
+};
+
+enum class Counter : int {
+  HostToDeviceCopies,
+  HostToDeviceBytes,
+  DeviceToHostCopies,
+  DeviceToHostBytes,
+  DeviceToDeviceCopies,
+  DeviceToDeviceBytes,
+  Narrowed64Bit,
+  Count_,
+};
+
+// The counts of one op; the record lives for the whole process.
+OpCounts* op_counts(const c10::OperatorName& name);
+void count(Counter counter, int64_t n = 1);
+// Every non-zero counter as (name, value); op counters are "NativeOp::<op>" and "FallbackOp::<op>".
+std::vector<std::pair<std::string, int64_t>> counter_values();
+void clear_counters();
+
+} // namespace neuron

@@ -1,0 +1,123 @@
+#include "aten/Policy.h"
+
+#include "aten/Counters.h"
+#include "aten/HostView.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <limits>
+
+namespace neuron {
+namespace {
+
+std::string env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : std::string(fallback);
+}
+
+Policy64 read_policy() {
+  auto mode = env("TORCH_NEURONX_64BIT", "narrow");
+  if (mode == "narrow") {
+    return Policy64::Narrow;
+  }
+  if (mode == "native") {
+    return Policy64::Native;
+  }
+  if (mode == "error") {
+    return Policy64::Error;
+  }
+  TORCH_CHECK(false, "TORCH_NEURONX_64BIT='", mode, "' is not a 64-bit policy; use narrow, "
+      "native or error");
+}
+
+bool is_64bit(c10::ScalarType t) {
+  return t == c10::kDouble || t == c10::kComplexDouble || t == c10::kLong;
+}
+
+std::atomic<bool> g_noticed{false};
+
+void notice_once() {
+  if (!g_noticed.exchange(true)) {
+    log("WARNING",
+        "64-bit data reached a neuron device. Trainium has no 64-bit arithmetic: float64 and "
+        "complex128 values are rounded to 32-bit precision and int64 values must fit in int32 "
+        "(TORCH_NEURONX_64BIT=narrow). Set TORCH_NEURONX_64BIT=native for full 64-bit "
+        "emulation or =error to refuse 64-bit floats; see docs/limitations.md");
+  }
+}
+
+} // namespace
+
+Policy64 policy_64bit() {
+  static const Policy64 policy = read_policy();
+  return policy;
+}
+
+void check_64bit_dtype(c10::ScalarType dtype, const std::string& source) {
+  TORCH_CHECK(policy_64bit() != Policy64::Error ||
+          !(dtype == c10::kDouble || dtype == c10::kComplexDouble),
+      "64-bit floating point (", dtype, ") is not supported on neuron (", source,
+      "): Trainium has no 64-bit arithmetic and TORCH_NEURONX_64BIT=error refuses it. Use "
+      "float32, or set TORCH_NEURONX_64BIT=narrow; see docs/limitations.md");
+}
+
+void enforce_64bit(const at::Tensor& t, const std::string& source) {
+  auto dtype = t.scalar_type();
+  if (!is_64bit(dtype) || policy_64bit() == Policy64::Native || t.numel() == 0) {
+    return;
+  }
+  check_64bit_dtype(dtype, source);
+  notice_once();
+  auto host = host_view(t);
+  if (dtype == c10::kLong) {
+    auto [lo, hi] = host.aminmax();
+    auto low = lo.item<int64_t>();
+    auto high = hi.item<int64_t>();
+    constexpr auto kMin = std::numeric_limits<int32_t>::min();
+    constexpr auto kMax = std::numeric_limits<int32_t>::max();
+    TORCH_CHECK(low >= kMin && high <= kMax,
+        "int64 value ", (low < kMin ? low : high), " from ", source, " does not fit in int32 [",
+        kMin, ", ", kMax, "]: Trainium stores int64 as int32 (TORCH_NEURONX_64BIT=narrow). Keep "
+        "values in range, or set TORCH_NEURONX_64BIT=native; see docs/limitations.md");
+    return;
+  }
+  auto narrow = dtype == c10::kDouble ? c10::kFloat : c10::kComplexFloat;
+  host.copy_(host.to(narrow));
+  count(Counter::Narrowed64Bit, t.numel());
+}
+
+bool fallback_enabled() {
+  static const bool enabled = env("NEURON_FALLBACK_ENABLED", "1") != "0";
+  return enabled;
+}
+
+bool is_fp8(c10::ScalarType dtype) {
+  return dtype == c10::kFloat8_e4m3fn || dtype == c10::kFloat8_e5m2 ||
+      dtype == c10::kFloat8_e4m3fnuz || dtype == c10::kFloat8_e5m2fnuz;
+}
+
+std::unordered_set<std::string>& fp8_data_ops() {
+  static auto* ops = new std::unordered_set<std::string>();
+  return *ops;
+}
+
+void refuse_excluded(const char* feature, const std::string& op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, feature, " are not supported on neuron (", op,
+      "): TorchNeuron leaves them out. Keep them on the CPU and move dense tensors to neuron "
+      "instead; see docs/limitations.md");
+}
+
+void log(const std::string& level, const std::string& message) {
+  // torch_neuronx defines neuron::log in Python when it loads; before that, warn.
+  auto op = c10::Dispatcher::singleton().findSchema({"neuron::log", ""});
+  if (op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+    op->typed<void(std::string, std::string)>().call(level, message);
+  } else {
+    TORCH_WARN(message);
+  }
+}
+
+} // namespace neuron

@@ -1,0 +1,40 @@
+#pragma once
+// Trainium behaviours that the emulated device reproduces: 64-bit narrowing, the CPU-fallback
+// switch, FP8 compute, and the log messages that report them.
+
+#include <ATen/Tensor.h>
+
+#include <string>
+#include <unordered_set>
+
+namespace neuron {
+
+enum class Policy64 { Narrow, Native, Error };
+
+// TORCH_NEURONX_64BIT: narrow (default), native or error.
+Policy64 policy_64bit();
+// Applies the 64-bit policy to a neuron tensor that just received data from `source`
+// (an op name or a transfer).
+void enforce_64bit(const at::Tensor& t, const std::string& source);
+// Refuses 64-bit floating tensors on the device under TORCH_NEURONX_64BIT=error.
+void check_64bit_dtype(c10::ScalarType dtype, const std::string& source);
+
+// NEURON_FALLBACK_ENABLED (default 1).
+bool fallback_enabled();
+
+bool is_fp8(c10::ScalarType dtype);
+// Ops that only move or reinterpret FP8 data, set once by the op policy.
+std::unordered_set<std::string>& fp8_data_ops();
+
+// Raises the NotImplementedError for a feature TorchNeuron leaves out (sparse, nested,
+// quantized tensors), naming the op that met it.
+[[noreturn]] void refuse_excluded(const char* feature, const std::string& op);
+
+constexpr char kSparseTensors[] = "Sparse tensors (COO, CSR, CSC, BSR, BSC)";
+constexpr char kNestedTensors[] = "Nested tensors";
+constexpr char kQuantizedTensors[] = "Quantized tensors";
+
+// Sends a record to the Python `torch_neuronx` logger.
+void log(const std::string& level, const std::string& message);
+
+} // namespace neuron

@@ -1,0 +1,106 @@
+"""Features TorchNeuron deliberately leaves out fail clearly, naming the feature and the way out."""
+
+import warnings
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+LIMITS = "docs/limitations.md"
+
+
+def _raises(fn, match):
+    with pytest.raises(NotImplementedError) as info:
+        fn()
+    assert match in str(info.value) and "TorchNeuron leaves" in str(info.value)
+    assert LIMITS in str(info.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(3, 3).to_sparse().to("neuron"),
+    lambda: torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (2,), device="neuron"),
+    lambda: torch.randn(3, 3, device="neuron").to_sparse(),
+    lambda: torch.randn(3, 3, device="neuron").to_sparse_csr(),
+])
+def test_sparse_layouts(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _raises(make, "Sparse tensors")
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "bsr"])
+def test_compressed_sparse_moved_to_neuron_fails_at_first_use(layout):
+    # Moving only wraps the index and value tensors; the first op on the result refuses it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dense = torch.randn(4, 4)
+        sparse = {"csr": dense.to_sparse_csr, "csc": dense.to_sparse_csc,
+                  "bsr": lambda: dense.to_sparse_bsr((2, 2))}[layout]().to("neuron")
+        _raises(lambda: sparse.to_dense(), "Sparse tensors")
+
+
+def test_nested_tensors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nt = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], device="neuron")
+        _raises(lambda: nt + 1, "Nested tensors")
+
+
+def test_quantized_tensors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _raises(lambda: torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8).to("neuron"),
+                "Quantized tensors")
+        _raises(lambda: torch.quantize_per_tensor(torch.randn(3, device="neuron"), 0.1, 0,
+                                                  torch.qint8), "Quantized tensors")
+
+
+def _make_dual(x):
+    return fwAD.make_dual(x, torch.ones_like(x))
+
+
+@pytest.mark.parametrize("run", [
+    _make_dual,
+    lambda x: torch.func.jvp(torch.sin, (x,), (torch.ones_like(x),)),
+    lambda x: torch.func.jacfwd(torch.sin)(x),
+])
+def test_forward_mode_ad(run):
+    x = torch.randn(3, device="neuron")
+
+    def attempt():
+        with fwAD.dual_level():
+            return run(x)
+
+    _raises(attempt if run is _make_dual else lambda: run(x), "Forward-mode automatic differentiation")
+    assert torch.func.jacrev(torch.sin)(x).shape == (3, 3)
+
+
+def test_fp8_storage_works_and_compute_is_refused():
+    x = torch.randn(8)
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        f8 = x.to(dtype).to("neuron")
+        assert f8.dtype == dtype
+        assert torch.equal(f8.cpu().float(), x.to(dtype).float())
+        assert torch.equal(f8.to(torch.bfloat16).cpu(), x.to(dtype).to(torch.bfloat16))
+        assert torch.equal(torch.cat([f8, f8]).cpu().float(), torch.cat([x, x]).to(dtype).float())
+        with pytest.raises(RuntimeError, match="FP8 compute on Trainium needs NKI kernels"):
+            f8 * f8
+
+
+@pytest.mark.parametrize("convert", [
+    lambda x: x.to("neuron", memory_format=torch.channels_last),
+    lambda x: x.to("neuron").contiguous(memory_format=torch.channels_last),
+    lambda x: torch.empty(1, 3, 4, 4, device="neuron", memory_format=torch.channels_last),
+    lambda x: torch.empty(1, 2, 3, 4, 4, device="neuron", memory_format=torch.channels_last_3d),
+])
+def test_channels_last_is_refused(convert):
+    with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve "
+                                           "memory format"):
+        convert(torch.randn(1, 3, 4, 4))
+
+
+def test_channels_last_cpu_tensor_moves_as_contiguous():
+    x = torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    n = x.to("neuron")
+    assert n.is_contiguous() and torch.equal(n.cpu(), x)
+    assert x.to("neuron", memory_format=torch.preserve_format).is_contiguous()

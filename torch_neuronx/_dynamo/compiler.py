@@ -1,0 +1,171 @@
+"""The code generator: each AOTAutograd graph becomes fused native code for the emulated core.
+
+Inductor's CPU C++ backend generates the code; device memory is host memory, so the kernels
+run directly on it. We compile for ``cpu`` on zero-copy aliases of the neuron tensors rather
+than registering ``neuron`` as an Inductor device. Registration needs a wrapper-codegen
+subclass that overrides private methods, plus global scheduler settings
+(``loop_ordering_after_fusion``), and Inductor has many more ``device.type == "cpu"`` checks
+that decide fusion, vectorisation and fallbacks, so it breaks quietly from one release to the
+next (privateuse1_mechanics.md, P14). The CPU path is the one Inductor tests upstream; what we
+add is small and ours: the graph's device constants become ``cpu``, and the runtime in
+``runtime.py`` moves tensors across at the graph boundary.
+"""
+
+import contextlib
+import functools
+import hashlib
+import time
+
+import torch
+from torch._dynamo.utils import counters
+from torch._functorch import config as functorch_config
+from torch._guards import TracingContext, detect_fake_mode
+from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+from torch.fx.node import map_aggregate
+
+from torch_neuronx._dynamo import artifacts, cache, metrics
+from torch_neuronx._dynamo.runtime import HOST, HostGraph
+
+# Part of every cache key: change it when the same graph would compile differently.
+CODEGEN_VERSION = "1"
+_CPU = torch.device("cpu")
+
+
+def compile_graph(gm, example_inputs, options, graph_metrics):
+    """Compiles a Dynamo graph: AOTAutograd splits it, each part is compiled natively."""
+    inner = functools.partial(_compile_part, options=options, graph_metrics=graph_metrics)
+    # AOTAutograd's own cache would hand back Inductor's graphs without passing them through
+    # _compile_part; the persistent cache sits one level down instead. The backward graph is
+    # compiled now rather than at the first backward, so that its failures are compile
+    # failures (which fallback execution covers) and its time counts as compile time.
+    with functorch_config.patch(enable_autograd_cache=False,
+                                force_non_lazy_backward_lowering=True):
+        return compile_fx(gm, example_inputs, inner_compile=inner)
+
+
+def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwargs):
+    start = time.perf_counter()
+    if inductor_kwargs.get("is_backward"):
+        kind = "backward"
+    elif inductor_kwargs.get("is_inference"):
+        kind = "inference"
+    else:
+        kind = "forward"
+    placements = _placements(gm, kind)
+    _retarget_to_host(gm)
+    host_inputs = _host_inputs(example_inputs)
+    key = _cache_key(gm, host_inputs, kind, inductor_kwargs)
+    name = f"{options.model_name}-{kind}-{key[:24]}"
+    with cache.open_entry(name, key) as (entry, warm):
+        hits = counters["inductor"]["fxgraph_cache_hit"]
+        with entry.as_inductor_cache():
+            compiled = compile_fx_inner(gm, host_inputs, **inductor_kwargs)
+        hit = warm and counters["inductor"]["fxgraph_cache_hit"] > hits
+        entry.adopt(_kernel_libraries(compiled))
+        entry.commit()
+    tag = artifacts.stamp(f"{graph_metrics.name}_{kind}")
+    artifacts.save_graph(tag, gm)
+    artifacts.save_code(tag, compiled)
+    graph_metrics.subgraphs.append(
+        metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start))
+    return HostGraph(compiled, placements)
+
+
+def _placements(gm, kind):
+    """Where each output of the graph must end up (see runtime.HostGraph)."""
+    outputs = next(iter(reversed(gm.graph.nodes))).args[0]
+    returned = len(outputs)
+    if kind == "forward":
+        # The rest are activations saved for the backward graph, which reads them on the host.
+        returned = TracingContext.get().fw_metadata.num_forward_returns
+    placements = []
+    for i, node in enumerate(outputs):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        device = value.device if isinstance(value, torch.Tensor) else None
+        if i >= returned:
+            placements.append(HOST)
+        elif device is not None and device.type == "neuron":
+            placements.append(device)
+        elif kind == "backward":
+            # A gradient must be on its input's device, which is the host here.
+            placements.append(HOST)
+        else:
+            # A result computed from CPU inputs: those count as copied to the device.
+            placements.append("current")
+    return placements
+
+
+def _to_cpu(value):
+    if isinstance(value, torch.device) and value.type == "neuron":
+        return _CPU
+    return value
+
+
+def _retarget_to_host(gm):
+    """Rewrites the graph to compute on the host: device arguments and constants become CPU."""
+    for node in gm.graph.nodes:
+        node.args = map_aggregate(node.args, _to_cpu)
+        node.kwargs = map_aggregate(node.kwargs, _to_cpu)
+        if node.op == "get_attr":
+            owner, attr = _attr_owner(gm, node.target)
+            value = getattr(owner, attr)
+            if isinstance(value, torch.Tensor) and value.device.type == "neuron":
+                setattr(owner, attr, torch.ops.neuron.as_cpu(value.detach()))
+    gm.recompile()
+
+
+def _attr_owner(gm, target):
+    owner_path, _, attr = target.rpartition(".")
+    return (gm.get_submodule(owner_path) if owner_path else gm), attr
+
+
+def _host_like(t):
+    extent = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    base = torch.empty(extent if t.numel() else 0, dtype=t.dtype, device=_CPU)
+    return base.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def _host_inputs(example_inputs):
+    """CPU twins of the (fake) example inputs, with the same sizes, strides and offsets."""
+    with detect_fake_mode(example_inputs) or contextlib.nullcontext():
+        return [_host_like(x) if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x
+                for x in example_inputs]
+
+
+def _cache_key(gm, host_inputs, kind, inductor_kwargs):
+    """Hash of what decides the generated code: graph, input layouts, constants, versions."""
+    digest = hashlib.sha256()
+
+    def add(*parts):
+        for part in parts:
+            digest.update(str(part).encode())
+            digest.update(b"\0")
+
+    add(CODEGEN_VERSION, torch.__version__, kind, gm.code)
+    add(sorted(inductor_kwargs.get("static_input_idxs", ())))
+    for x in host_inputs:
+        if isinstance(x, torch.Tensor):
+            add(x.dtype, tuple(x.shape), x.stride(), x.storage_offset())
+        else:
+            add(type(x).__name__, x)
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            owner, attr = _attr_owner(gm, node.target)
+            value = getattr(owner, attr)
+            if isinstance(value, torch.Tensor):
+                add(node.target, value.dtype, tuple(value.shape))
+                data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+                digest.update(data.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _kernel_libraries(compiled):
+    """Paths of the native kernel libraries that a compiled graph's module calls."""
+    call = getattr(compiled, "current_callable", None)
+    namespace = getattr(call, "__globals__", None) or {}
+    paths = []
+    for value in namespace.values():
+        path = getattr(getattr(value, "__self__", None), "__file__", None)
+        if isinstance(path, str) and path.endswith(".so"):
+            paths.append(path)
+    return paths

@@ -1,0 +1,77 @@
+"""Per-graph compile metrics of the neuron backend: compile time, cache hits, recompiles."""
+
+import dataclasses
+import threading
+
+
+@dataclasses.dataclass
+class SubgraphMetrics:
+    """One AOTAutograd graph (forward, backward or inference) turned into native code."""
+
+    kind: str
+    cache_key: str
+    cache_hit: bool
+    compile_time_s: float
+
+
+@dataclasses.dataclass
+class GraphMetrics:
+    """One Dynamo graph compiled by the backend."""
+
+    name: str
+    compile_id: str
+    recompile: bool
+    compile_time_s: float = 0.0
+    fallback: bool = False
+    subgraphs: list = dataclasses.field(default_factory=list)
+
+    @property
+    def cache_hit(self):
+        """True when every native subgraph came from the persistent cache."""
+        return bool(self.subgraphs) and all(s.cache_hit for s in self.subgraphs)
+
+
+_lock = threading.Lock()
+_graphs = []
+
+
+def add_graph(graph):
+    """Records a Dynamo graph whose compilation is starting; the caller fills it in."""
+    with _lock:
+        _graphs.append(graph)
+    return graph
+
+
+def get_dynamo_metrics():
+    """Everything compiled since the last reset: one entry per Dynamo graph, plus totals."""
+    with _lock:
+        graphs = [dict(dataclasses.asdict(g), cache_hit=g.cache_hit) for g in _graphs]
+    subgraphs = [s for g in graphs for s in g["subgraphs"]]
+    return {
+        "graphs": graphs,
+        "num_graphs": len(graphs),
+        "num_recompiles": sum(g["recompile"] for g in graphs),
+        "num_fallbacks": sum(g["fallback"] for g in graphs),
+        "cache_hits": sum(s["cache_hit"] for s in subgraphs),
+        "cache_misses": sum(not s["cache_hit"] for s in subgraphs),
+        "compile_time_s": sum(g["compile_time_s"] for g in graphs),
+    }
+
+
+def reset_dynamo_metrics():
+    """Forgets every recorded graph."""
+    with _lock:
+        _graphs.clear()
+
+
+def counters():
+    """Flat totals for ``torch_neuronx.metrics``."""
+    m = get_dynamo_metrics()
+    return {
+        "dynamo_graphs": m["num_graphs"],
+        "dynamo_recompiles": m["num_recompiles"],
+        "dynamo_fallbacks": m["num_fallbacks"],
+        "neff_cache_hits": m["cache_hits"],
+        "neff_cache_misses": m["cache_misses"],
+        "compile_time_s": m["compile_time_s"],
+    }

@@ -1,0 +1,74 @@
+"""Runs a graph compiled for the host on the neuron tensors it is called with.
+
+Device memory is host memory, so inputs are passed as zero-copy CPU aliases
+(``torch.ops.neuron.as_cpu``) and the compiled code reads and writes device memory in place.
+Outputs that alias an input come back as views of that input. Fresh outputs are moved to the
+device storage by storage, which keeps their strides, offsets and any sharing between them,
+all of which AOTAutograd relies on. Outputs that only the backward graph reads (saved
+activations) never leave the host.
+"""
+
+import torch
+
+HOST = None  # placement of an output that stays a host tensor
+
+
+def _host_alias(arg):
+    if isinstance(arg, torch.Tensor) and arg.device.type == "neuron":
+        return torch.ops.neuron.as_cpu(arg)
+    return arg
+
+
+def _view(storage, like, device):
+    return torch.empty(0, dtype=like.dtype, device=device).set_(
+        storage, like.storage_offset(), like.size(), like.stride())
+
+
+class HostGraph:
+    """A compiled graph, called with AOTAutograd's boxed convention, on neuron tensors."""
+
+    def __init__(self, compiled, placements):
+        # placements[i]: torch.device for output i, "current" for the current neuron core,
+        # or HOST to leave it on the host.
+        # An instance attribute, because wrappers (functools.wraps) copy only __dict__.
+        self._boxed_call = True
+        self.compiled = compiled
+        self.placements = placements
+
+    def __call__(self, args):
+        owners = {}
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                owners.setdefault(arg.untyped_storage().data_ptr(), arg)
+        host_args = [_host_alias(a) for a in args]
+        args.clear()
+        outs = self.compiled(host_args)
+        moved = {}
+        return [self._place(o, p, owners, moved) for o, p in zip(outs, self.placements)]
+
+    @staticmethod
+    def _place(out, placement, owners, moved):
+        if not isinstance(out, torch.Tensor) or placement is HOST:
+            return out
+        ptr = out.untyped_storage().data_ptr()
+        owner = owners.get(ptr) if ptr else None
+        if owner is not None:
+            # An alias of an input stays one, on the input's device.
+            if owner.device.type == "cpu":
+                return out
+            return _view(owner.untyped_storage(), out, owner.device)
+        if ptr == 0:
+            return torch.empty_strided(out.size(), out.stride(), dtype=out.dtype,
+                                       device=_device(placement))
+        storage = moved.get(ptr)
+        if storage is None:
+            host = torch.empty(0, dtype=torch.uint8).set_(out.untyped_storage())
+            device = torch.empty(host.numel(), dtype=torch.uint8, device=_device(placement))
+            storage = moved[ptr] = device.copy_(host).untyped_storage()
+        return _view(storage, out, storage.device)
+
+
+def _device(placement):
+    if placement == "current":
+        return torch.device("neuron", torch.neuron.current_device())
+    return placement
