@@ -4,7 +4,7 @@ import glob
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from pyrun import run_python
 from torch_neuronx import metrics
 
 

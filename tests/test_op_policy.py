@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from pyrun import run_python
 from torch_neuronx import op_policy
 
 

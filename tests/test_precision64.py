@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import run_python
+from pyrun import run_python
 
 
 def test_narrow_float64_keeps_dtype_but_has_float32_precision():

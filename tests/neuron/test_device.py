@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from conftest import run_python
+from pyrun import run_python
 
 
 def test_neuron_is_the_accelerator():

@@ -1,0 +1,47 @@
+"""Fixtures for the neuron compile backend: a private compile cache and fresh Dynamo state."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch._dynamo
+
+import torch_neuronx._dynamo as neuron_dynamo
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory):
+    """One compile cache for the session, so tests that compile the same graph share it."""
+    path = tmp_path_factory.mktemp("neff-cache")
+    old = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+    os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"]
+    else:
+        os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    neuron_dynamo.reset_dynamo_metrics()
+    yield
+    torch._dynamo.reset()
+
+
+def assert_matches(actual, expected, rtol=1e-5, atol=1e-5):
+    """``actual`` is a neuron tensor holding ``expected``'s values within float32 tolerance."""
+    assert actual.device.type == "neuron", actual.device
+    torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol)
+
+
+def run_python(code, **env):
+    """Runs ``code`` in a fresh interpreter and returns the JSON object it prints last."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, **env}, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,0 +1,176 @@
+"""Compiled models give eager's results: forward, backward, training, inference, autocast."""
+
+import os
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import torch_neuronx._dynamo as neuron_dynamo
+from conftest import assert_matches
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from tiny_gpt import TinyGPT, batches  # noqa: E402
+
+
+def twin(make, seed=0):
+    """Two identical neuron modules from the same seed: one to compile, one to run eagerly."""
+    torch.manual_seed(seed)
+    a = make().to("neuron")
+    b = make().to("neuron")
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+
+
+def test_mlp_forward_and_backward_match_eager():
+    model, ref = twin(mlp)
+    compiled = torch.compile(model, backend="neuron", fullgraph=True)
+    x = torch.randn(8, 16, device="neuron")
+    out, expected = compiled(x), ref(x)
+    assert_matches(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert_matches(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    subgraphs = neuron_dynamo.get_dynamo_metrics()["graphs"][0]["subgraphs"]
+    assert [s["kind"] for s in subgraphs] == ["forward", "backward"]
+
+
+def test_tiny_gpt_trains_like_eager_for_20_steps():
+    config = dict(vocab=32, d=32, heads=2, layers=1, seq=16)
+    model, ref = twin(lambda: TinyGPT(**config))
+    compiled = torch.compile(model, backend="neuron", fullgraph=True)
+    initial = [p.detach().cpu().clone() for p in ref.parameters()]
+    # SGD keeps float32 rounding differences at their size; Adam's normalisation would
+    # amplify them for parameters whose gradients are near zero.
+    opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.2, momentum=0.9)
+    losses, ref_losses = [], []
+    for x, y in batches(20, batch=4, seq=16, vocab=32):
+        x, y = x.to("neuron"), y.to("neuron")
+        for m, o, log in ((compiled, opt, losses), (ref, ref_opt, ref_losses)):
+            loss = m(x, y)
+            o.zero_grad(set_to_none=True)
+            loss.backward()
+            o.step()
+            log.append(loss.item())
+    assert all((p.cpu() - p0).abs().max() > 1e-3 for p, p0 in zip(ref.parameters(), initial))
+    torch.testing.assert_close(losses, ref_losses, rtol=1e-4, atol=1e-5)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert_matches(p, q, rtol=1e-4, atol=1e-4)
+    assert neuron_dynamo.get_dynamo_metrics()["num_graphs"] == 1
+
+
+def test_conv_net_in_eval_mode_matches_eager():
+    def convnet():
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+    model, ref = twin(convnet)
+    for m in (model, ref):
+        m.train()
+        m(torch.randn(4, 3, 12, 12, device="neuron"))  # gives BatchNorm real running stats
+        m.eval()
+    ref.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="neuron")
+    x = torch.randn(2, 3, 12, 12, device="neuron")
+    with torch.no_grad():
+        assert_matches(compiled(x), ref(x), rtol=1e-4, atol=1e-5)
+    subgraphs = neuron_dynamo.get_dynamo_metrics()["graphs"][0]["subgraphs"]
+    assert [s["kind"] for s in subgraphs] == ["inference"]
+
+
+def test_graph_break_gives_two_compiled_graphs():
+    def fn(x):
+        y = torch.sin(x) * 2
+        torch._dynamo.graph_break()
+        return torch.cos(y) + 1
+
+    x = torch.randn(6, device="neuron")
+    assert_matches(torch.compile(fn, backend="neuron")(x), fn(x))
+    metrics = neuron_dynamo.get_dynamo_metrics()
+    assert metrics["num_graphs"] == 2
+    assert all(g["subgraphs"] and not g["fallback"] for g in metrics["graphs"])
+
+
+def test_autocast_inside_compiled_region():
+    def fn(a, b):
+        with torch.autocast("neuron", dtype=torch.bfloat16):
+            return torch.softmax(a @ b, dim=-1), a @ b
+
+    a, b = torch.randn(8, 16, device="neuron"), torch.randn(16, 8, device="neuron")
+    (probs, prod), (ref_probs, ref_prod) = torch.compile(fn, backend="neuron")(a, b), fn(a, b)
+    assert prod.dtype == ref_prod.dtype == torch.bfloat16
+    assert probs.dtype == ref_probs.dtype == torch.float32
+    assert_matches(prod.float(), ref_prod.float(), rtol=1e-2, atol=1e-2)
+    assert_matches(probs, ref_probs, rtol=1e-2, atol=1e-3)
+
+
+calls = []
+
+
+@torch.library.custom_op("neuron_compile_test::shifted_relu", mutates_args=())
+def shifted_relu(x: torch.Tensor, shift: float) -> torch.Tensor:
+    calls.append(x.device.type)
+    return torch.relu(x) + shift
+
+
+@shifted_relu.register_fake
+def _(x, shift):
+    return torch.empty_like(x)
+
+
+def test_custom_op_stays_one_node_under_fullgraph(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+
+    def fn(x):
+        return shifted_relu(x * 3, 0.5).sum(dim=0)
+
+    x = torch.randn(5, 4, device="neuron")
+    compiled = torch.compile(fn, backend="neuron", fullgraph=True)
+    calls.clear()
+    out = compiled(x)
+    assert_matches(out, (torch.relu(x * 3) + 0.5).sum(dim=0))
+    compiled(x)
+    # Called once per run, by the compiled code, on host views of the device memory.
+    assert calls == ["cpu", "cpu"]
+    code = "".join(p.read_text() for p in tmp_path.glob("generated/proc_0/*.py"))
+    assert code.count("torch.ops.neuron_compile_test.shifted_relu.default(") == 1
+
+
+def test_compiled_optimizer_step_matches_eager():
+    model, ref = twin(mlp)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    step = torch.compile(opt.step, backend="neuron")
+    x = torch.randn(8, 16, device="neuron")
+    for _ in range(3):
+        for m, o, run in ((model, opt, step), (ref, ref_opt, ref_opt.step)):
+            o.zero_grad()
+            m(x).square().mean().backward()
+            run()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert_matches(p, q, rtol=1e-4, atol=1e-5)
+    assert neuron_dynamo.get_dynamo_metrics()["num_graphs"] >= 1
+
+
+def test_in_place_updates_and_views_of_inputs():
+    def fn(x, buf):
+        buf.add_(x)
+        return buf[1:], x.t()
+
+    x = torch.randn(3, 4, device="neuron")
+    buf = torch.zeros(3, 4, device="neuron")
+    tail, xt = torch.compile(fn, backend="neuron")(x, buf)
+    assert_matches(buf, x)
+    assert_matches(tail, x[1:])
+    tail.fill_(7)  # still a view of buf, as in eager
+    assert (buf[1:].cpu() == 7).all()
+    assert xt.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()

@@ -1,0 +1,158 @@
+"""TorchNeuron's torch.compile rules: static shapes, mode, options, fallback, CPU inputs."""
+
+import re
+
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config
+
+import torch_neuronx._dynamo as neuron_dynamo
+from conftest import assert_matches, run_python
+from torch_neuronx._dynamo.backend import StaticShapeError
+
+
+def scale_shift(x):
+    return torch.relu(x) * 2 + 1
+
+
+def test_backend_resolves_by_name_through_the_entry_point():
+    found = run_python(
+        "import json, sys, torch\n"
+        "loaded_early = 'torch_neuronx._dynamo.backend' in sys.modules\n"
+        "from torch._dynamo.backends.registry import list_backends, lookup_backend\n"
+        "fn = lookup_backend('neuron')\n"
+        "print(json.dumps([loaded_early, 'neuron' in list_backends(), fn.__module__]))\n")
+    assert found == [False, True, "torch_neuronx._dynamo.backend"]
+
+
+def test_dynamo_device_interface_is_registered():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device("neuron")
+    assert interface is get_interface_for_device(torch.device("neuron", 0))
+    assert interface.device_count() == torch.neuron.device_count()
+    assert interface.current_device() == torch.neuron.current_device()
+    assert not interface.is_triton_capable()
+
+
+@pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
+def test_symbolic_shapes_are_rejected(how):
+    x = torch.randn(6, 3, device="neuron")
+    if how == "mark_dynamic":
+        torch._dynamo.mark_dynamic(x, 0)
+    compiled = torch.compile(scale_shift, backend="neuron", dynamic=how == "dynamic=True")
+    with pytest.raises(Exception, match="static shapes") as info:
+        compiled(x)
+    assert "pad or bucket" in str(info.value)
+    # Dynamo reports backend errors wrapped in BackendCompilerFailed.
+    assert isinstance(getattr(info.value, "inner_exception", info.value), StaticShapeError)
+
+
+def test_new_input_shape_recompiles_statically():
+    compiled = torch.compile(scale_shift, backend="neuron")
+    for rows in (4, 6, 4):
+        x = torch.randn(rows, 3, device="neuron")
+        assert_matches(compiled(x), scale_shift(x))
+    metrics = neuron_dynamo.get_dynamo_metrics()
+    assert metrics["num_graphs"] == 2
+    assert metrics["num_recompiles"] == 1
+    assert [g["recompile"] for g in metrics["graphs"]] == [False, True]
+
+
+def test_fullgraph_raises_on_graph_break():
+    def fn(x):
+        torch._dynamo.graph_break()
+        return x + 1
+
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch.compile(fn, backend="neuron", fullgraph=True)(torch.ones(2, device="neuron"))
+
+
+def test_other_modes_warn_and_compile_in_default_mode():
+    x = torch.randn(4, 3, device="neuron")
+    with pytest.warns(UserWarning, match="does not support mode='max-autotune'"):
+        out = torch.compile(scale_shift, backend="neuron", mode="max-autotune")(x)
+    assert_matches(out, scale_shift(x))
+    assert neuron_dynamo.get_dynamo_metrics()["graphs"][0]["subgraphs"]
+
+
+def test_model_name_names_cache_entries_and_graphs(session_cache):
+    x = torch.randn(4, 3, device="neuron")
+    torch.compile(scale_shift, backend="neuron", options={"model_name": "my model"})(x)
+    assert neuron_dynamo.get_dynamo_metrics()["graphs"][0]["name"].startswith("my_model_")
+    assert any(p.name.startswith("my_model-inference-") for p in session_cache.iterdir())
+
+
+@pytest.fixture
+def failing_compiler(monkeypatch, tmp_path):
+    """Makes C++ compiles fail, as a broken toolchain would."""
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path))
+    with torch._inductor.config.patch({"cpp.cxx": ("/nonexistent/c++",)}):
+        yield
+
+
+def odd_fn(x):
+    # Constants of its own, so no kernel of another test is reused.
+    return torch.tanh(x) * 0.123 + 4.56
+
+
+def test_compile_failure_raises_by_default(monkeypatch, failing_compiler):
+    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
+    with pytest.raises(Exception, match="No working C\\+\\+ compiler") as info:
+        torch.compile(odd_fn, backend="neuron")(torch.randn(3, device="neuron"))
+    assert "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0" in "".join(info.value.__notes__)
+
+
+@pytest.mark.parametrize("env, options", [("0", None), ("1", {"fallback_execution": True})])
+def test_compile_failure_runs_eagerly_when_fallback_is_on(monkeypatch, failing_compiler, env,
+                                                          options):
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", env)
+    x = torch.randn(3, device="neuron")
+    with pytest.warns(UserWarning, match="runs it eagerly"):
+        out = torch.compile(odd_fn, backend="neuron", options=options)(x)
+    assert_matches(out, odd_fn(x))
+    assert neuron_dynamo.get_dynamo_metrics()["num_fallbacks"] == 1
+
+
+def test_cpu_inputs_are_taken_as_device_inputs():
+    x = torch.randn(5, 3)
+    out = torch.compile(scale_shift, backend="neuron")(x)
+    assert_matches(out, scale_shift(x))
+
+
+def test_cpu_inputs_raise_when_autocopy_is_disabled(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1")
+    compiled = torch.compile(scale_shift, backend="neuron")
+    with pytest.raises(RuntimeError, match="Input tensor at index 0 is on cpu device"):
+        compiled(torch.randn(5, 3))
+    x = torch.randn(5, 3, device="neuron")
+    assert_matches(compiled(x), scale_shift(x))
+
+
+def test_debug_dir_keeps_graphs_and_code_only_when_asked(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path))
+    x = torch.randn(4, 3, device="neuron", requires_grad=True)
+    torch.compile(scale_shift, backend="neuron")(x).sum().backward()
+    assert not any(tmp_path.iterdir())
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    torch.compile(scale_shift, backend="neuron", options={"model_name": "kept"})(x)
+    # <model>_<compile id>_<graph>_<time>_<pid>.fx.txt
+    graphs = [re.fullmatch(r"kept_\d+_\d+_([a-z]+)_[\d-]+_\d+\.fx\.txt", p.name)
+              for p in (tmp_path / "fx_graphs" / "proc_0").iterdir()]
+    assert sorted(g.group(1) for g in graphs) == ["backward", "dynamo", "forward"]
+    code = list((tmp_path / "generated" / "proc_0").glob("kept_*_forward_*.py"))
+    assert len(code) == 1 and "cpp_fused" in code[0].read_text()
+
+
+def test_set_stance_applies_to_neuron_graphs():
+    compiled = torch.compile(scale_shift, backend="neuron")
+    compiled(torch.randn(4, 3, device="neuron"))
+    with torch.compiler.set_stance("fail_on_recompile"):
+        with pytest.raises(Exception, match="fail_on_recompile"):
+            compiled(torch.randn(7, 3, device="neuron"))
+    with torch.compiler.set_stance("force_eager"):
+        x = torch.randn(9, 3, device="neuron")
+        assert_matches(compiled(x), scale_shift(x))
+    assert neuron_dynamo.get_dynamo_metrics()["num_graphs"] == 1
