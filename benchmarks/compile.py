@@ -1,0 +1,124 @@
+"""torch.compile(backend="neuron") on a GPT-style training step: speed and compile cache.
+
+Prints, from one run:
+  1. compiled neuron vs eager neuron step time (target: at least 1.3x faster);
+  2. compiled neuron vs torch.compile(backend="inductor") on CPU (target: at most 1.10x its time);
+  3. cold vs warm compile time, each in a fresh process (target: warm at least 5x faster).
+
+The model is examples/tiny_gpt.py's TinyGPT (d=128, 2 layers, seq 64, batch 8); the optimizer
+(SGD) runs eagerly in every variant, so the variants differ only in how the model runs.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from tiny_gpt import TinyGPT, batches  # noqa: E402
+
+CONFIG = dict(vocab=64, d=128, heads=4, layers=2, seq=64)
+BATCH = 8
+
+
+def make_step(device, backend):
+    """A training step on ``device``, with the model compiled by ``backend`` (None: eager)."""
+    torch.manual_seed(0)
+    model = TinyGPT(**CONFIG).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    forward = torch.compile(model, backend=backend, fullgraph=True) if backend else model
+
+    def step(x, y):
+        loss = forward(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return step
+
+
+def step_time(device, backend, steps, repeats):
+    """Best mean step time over ``repeats`` runs of ``steps`` steps, after warm-up."""
+    step = make_step(device, backend)
+    x, y = next(batches(1, batch=BATCH, seq=CONFIG["seq"], vocab=CONFIG["vocab"]))
+    x, y = x.to(device), y.to(device)
+    for _ in range(3):
+        step(x, y).item()
+    means = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step(x, y)
+        loss.item()
+        means.append((time.perf_counter() - start) / steps)
+    return min(means)
+
+
+def first_step():
+    """In a fresh process: the compile cost of the first compiled step, as JSON."""
+    step = make_step("neuron", "neuron")
+    x, y = next(batches(1, batch=BATCH, seq=CONFIG["seq"], vocab=CONFIG["vocab"]))
+    x, y = x.to("neuron"), y.to("neuron")
+    start = time.perf_counter()
+    step(x, y).item()
+    first = time.perf_counter() - start
+    steady = []
+    for _ in range(3):
+        start = time.perf_counter()
+        step(x, y).item()
+        steady.append(time.perf_counter() - start)
+    import torch_neuronx._dynamo as neuron_dynamo
+
+    metrics = neuron_dynamo.get_dynamo_metrics()
+    print(json.dumps({"compile_s": first - statistics.median(steady),
+                      "hits": metrics["cache_hits"], "misses": metrics["cache_misses"]}))
+
+
+def compile_in_fresh_process(cache_dir):
+    env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": cache_dir}
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-step"], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--first-step", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.first_step:
+        return first_step()
+
+    print(f"TinyGPT {CONFIG}, batch {BATCH}, {torch.get_num_threads()} threads; "
+          f"best of {args.repeats} x {args.steps} steps")
+    with tempfile.TemporaryDirectory(prefix="neff-cache-") as cache_dir:
+        cold = compile_in_fresh_process(cache_dir)
+        warm = compile_in_fresh_process(cache_dir)
+        os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = cache_dir
+        eager = step_time("neuron", None, args.steps, args.repeats)
+        compiled = step_time("neuron", "neuron", args.steps, args.repeats)
+        inductor = step_time("cpu", "inductor", args.steps, args.repeats)
+
+    print(f"eager neuron            {eager * 1e3:8.2f} ms/step")
+    print(f"compiled neuron         {compiled * 1e3:8.2f} ms/step")
+    print(f"inductor on CPU         {inductor * 1e3:8.2f} ms/step")
+    print(f"compile, cold process   {cold['compile_s']:8.2f} s  "
+          f"({cold['misses']} cache misses, {cold['hits']} hits)")
+    print(f"compile, warm process   {warm['compile_s']:8.2f} s  "
+          f"({warm['misses']} cache misses, {warm['hits']} hits)")
+    print(f"1. compiled vs eager neuron:      {eager / compiled:5.2f}x faster  (target >= 1.30x)")
+    print(f"2. compiled neuron vs inductor:   {compiled / inductor:5.2f}x its time (target <= 1.10x)")
+    print(f"3. cold vs warm compile:          {cold['compile_s'] / warm['compile_s']:5.2f}x faster  "
+          "(target >= 5x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Eager-mode cost of the emulated device against CPU PyTorch, measured in one run.
+
+(a) per-op overhead of small ops: neuron time minus CPU time, in microseconds (target <= 1.0);
+(b) training-step time of the demo model on neuron over CPU (target <= 1.03).
+CPU and neuron are measured alternately, and the median of several rounds is reported, so that
+load from other processes affects both sides alike.
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from tiny_gpt import TinyGPT, batches  # noqa: E402
+
+SMALL_OPS = {
+    "add": lambda a, b: a + b,
+    "mul_": lambda a, b: a.mul_(1.0),
+    "relu": lambda a, b: torch.relu(a),
+    "sum": lambda a, b: a.sum(),
+    "matmul 4x4": lambda a, b: a.view(4, 4) @ b.view(4, 4),
+    "where": lambda a, b: torch.where(a > 0, a, b),
+    "view": lambda a, b: a.view(4, 4),
+    "index": lambda a, b: a[2:10],
+}
+
+
+def per_op_us(fn, a, b, iters):
+    for _ in range(200):
+        fn(a, b)
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn(a, b)
+    return (time.perf_counter() - start) / iters * 1e6
+
+
+def overheads(rounds=7, iters=5000):
+    torch.set_num_threads(1)
+    inputs = {d: (torch.randn(16, device=d), torch.randn(16, device=d)) for d in ("cpu", "neuron")}
+    rows = []
+    for name, fn in SMALL_OPS.items():
+        samples = {"cpu": [], "neuron": []}
+        for _ in range(rounds):
+            for device in ("cpu", "neuron"):
+                samples[device].append(per_op_us(fn, *inputs[device], iters))
+        cpu, neuron = statistics.median(samples["cpu"]), statistics.median(samples["neuron"])
+        rows.append((name, cpu, neuron, neuron - cpu))
+    torch.set_num_threads(os.cpu_count() or 1)
+    return rows
+
+
+def training_step_ratio(steps=12, rounds=5):
+    models, opts, data = {}, {}, {}
+    for device in ("cpu", "neuron"):
+        torch.manual_seed(0)
+        models[device] = TinyGPT(d=128, layers=2, seq=64).to(device)
+        opts[device] = torch.optim.AdamW(models[device].parameters(), lr=1e-3)
+        data[device] = [(x.to(device), y.to(device)) for x, y in batches(steps, batch=8, seq=64)]
+
+    def run(device):
+        start = time.perf_counter()
+        for x, y in data[device]:
+            loss = models[device](x, y)
+            opts[device].zero_grad(set_to_none=True)
+            loss.backward()
+            opts[device].step()
+        loss.item()
+        return (time.perf_counter() - start) / steps
+
+    for device in ("cpu", "neuron"):
+        run(device)
+    times = {"cpu": [], "neuron": []}
+    for _ in range(rounds):
+        for device in ("cpu", "neuron"):
+            times[device].append(run(device))
+    cpu, neuron = statistics.median(times["cpu"]), statistics.median(times["neuron"])
+    return cpu, neuron
+
+
+def main():
+    print("(a) per-op overhead, 16-element float32 tensors, 1 thread (median of 7 rounds)")
+    print(f"{'op':<12}{'cpu us':>10}{'neuron us':>12}{'overhead us':>14}")
+    rows = overheads()
+    for name, cpu, neuron, over in rows:
+        print(f"{name:<12}{cpu:>10.2f}{neuron:>12.2f}{over:>14.2f}")
+    mean = statistics.mean(r[3] for r in rows)
+    print(f"{'mean':<12}{'':>22}{mean:>14.2f}   target <= 1.0 us: {'met' if mean <= 1.0 else 'MISSED'}")
+    cpu, neuron = training_step_ratio()
+    ratio = neuron / cpu
+    print("\n(b) TinyGPT training step (d=128, 2 layers, seq 64, batch 8, AdamW)")
+    print(f"cpu {cpu * 1e3:.2f} ms, neuron {neuron * 1e3:.2f} ms, ratio neuron/cpu {ratio:.3f}"
+          f"   target <= 1.03: {'met' if ratio <= 1.03 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
