@@ -64,6 +64,9 @@ c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device)
     return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
         nbytes, c10::DataPtr(nullptr, c10::Device(kNeuron, device)), device_allocator(), false));
   }
+  if (s.use_count() == 1 && claim_for_device(impl)) {
+    return s;
+  }
   if (s.use_count() == 1 && impl->data_ptr().device().is_cpu() && nbytes > 0 &&
       !c10::impl::cow::is_cow_data_ptr(impl->data_ptr())) {
     auto host = impl->set_data_ptr(c10::DataPtr());

@@ -228,7 +228,8 @@ void NeuronBackend::setGroupUid(const std::string& pg_uid) {
 }
 
 template <typename Launch>
-WorkPtr NeuronBackend::run(OpType type, std::vector<at::Tensor> outputs, int peer, Launch&& launch) {
+WorkPtr NeuronBackend::run(
+    OpType type, std::vector<at::Tensor> outputs, int peer, Launch&& launch) {
   uint64_t seq = ++seq_;
   std::string label = c10::str("[Rank ", rank_, "] neuron ", c10d::opTypeToString(type),
       peer >= 0 ? c10::str(" with peer rank ", peer) : std::string(),
@@ -250,14 +251,16 @@ WorkPtr NeuronBackend::run(OpType type, std::vector<at::Tensor> outputs, int pee
   return work;
 }
 
-WorkPtr NeuronBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+WorkPtr NeuronBackend::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   return run(OpType::BROADCAST, tensors, -1, [&](HostArgs& host) {
     auto t = host(tensors);
     return gloo_->broadcast(t, opts);
   });
 }
 
-WorkPtr NeuronBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+WorkPtr NeuronBackend::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   return run(OpType::ALLREDUCE, tensors, -1, [&](HostArgs& host) {
     auto t = host(tensors);
     premultiply(t, opts.reduceOp, /*in_place=*/true);

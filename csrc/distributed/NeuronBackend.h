@@ -32,7 +32,8 @@ class NeuronWork final : public c10d::Work {
       std::vector<at::Tensor> outputs, std::vector<at::Tensor> averaged, int64_t group_size);
 
   // Hooks this work to gloo's: through its future, or a waiting thread when it has none.
-  static void attach(const c10::intrusive_ptr<NeuronWork>& work, c10::intrusive_ptr<c10d::Work> gloo);
+  static void attach(
+      const c10::intrusive_ptr<NeuronWork>& work, c10::intrusive_ptr<c10d::Work> gloo);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override;
@@ -79,7 +80,8 @@ class NeuronBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
       std::vector<std::vector<at::Tensor>>& inputs, const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
-      std::vector<std::vector<at::Tensor>>& inputs, const c10d::ReduceScatterOptions& opts) override;
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,

@@ -69,7 +69,6 @@ void update(c10::CachingAllocator::StatArray& stat, StatType pool, int64_t delta
 }
 
 struct DeviceState {
-  std::mutex mutex;
   DeviceStats stats;
   size_t reserved = 0;
   std::unordered_map<size_t, std::vector<Block*>> free_blocks;
@@ -94,7 +93,7 @@ class Pools {
     auto& d = at(index);
     size_t size = round_size(nbytes);
     auto pool = pool_of(size);
-    std::lock_guard<std::mutex> lock(d.mutex);
+    std::lock_guard<std::mutex> lock(mutex_);
     Block* block = take_cached(d, size);
     if (!block) {
       block = reserve(d, index, size, nbytes, false);
@@ -111,7 +110,7 @@ class Pools {
   c10::DataPtr adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex index) {
     auto& d = at(index);
     auto pool = pool_of(nbytes);
-    std::lock_guard<std::mutex> lock(d.mutex);
+    std::lock_guard<std::mutex> lock(mutex_);
     if (d.reserved + nbytes > hbm_capacity()) {
       ++d.stats.num_alloc_retries;
       release_cached(d);
@@ -133,17 +132,27 @@ class Pools {
     return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
   }
 
-  // The block that owns `ptr` (a block's base address), or null.
-  Block* find(void* ptr) {
-    std::lock_guard<std::mutex> lock(registry_mutex_);
-    auto it = registry_.find(ptr);
-    return it == registry_.end() ? nullptr : it->second;
+  std::unique_lock<std::mutex> lock() {
+    return std::unique_lock<std::mutex>(mutex_);
   }
 
-  void release(Block* block) {
+  // The device of the block whose base address is `ptr`, or -1.
+  c10::DeviceIndex owner(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = registry_.find(ptr);
+    return it == registry_.end() ? -1 : it->second->device;
+  }
+
+  // Returns the block at `ptr` to its pool; false when no block starts there.
+  bool release(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = registry_.find(ptr);
+    if (it == registry_.end()) {
+      return false;
+    }
+    Block* block = it->second;
     auto& d = *devices_[block->device];
     auto pool = pool_of(block->size);
-    std::lock_guard<std::mutex> lock(d.mutex);
     update(d.stats.allocation, pool, -1);
     update(d.stats.active, pool, -1);
     update(d.stats.allocated_bytes, pool, -static_cast<int64_t>(block->size));
@@ -154,11 +163,12 @@ class Pools {
     } else {
       d.free_blocks[block->size].push_back(block);
     }
+    return true;
   }
 
   void empty_cache() {
     for (auto& d : devices_) {
-      std::lock_guard<std::mutex> lock(d->mutex);
+      std::lock_guard<std::mutex> lock(mutex_);
       release_cached(*d);
     }
   }
@@ -166,7 +176,7 @@ class Pools {
   c10::DeviceIndex device_of(const void* ptr) {
     auto p = reinterpret_cast<uintptr_t>(ptr);
     for (auto& d : devices_) {
-      std::lock_guard<std::mutex> lock(d->mutex);
+      std::lock_guard<std::mutex> lock(mutex_);
       auto it = d->segments.upper_bound(p);
       if (it != d->segments.begin()) {
         --it;
@@ -215,10 +225,7 @@ class Pools {
     auto pool = pool_of(block->size);
     d.reserved -= block->size;
     d.segments.erase(reinterpret_cast<uintptr_t>(block->ptr));
-    {
-      std::lock_guard<std::mutex> lock(registry_mutex_);
-      registry_.erase(block->ptr);
-    }
+    registry_.erase(block->ptr);
     ++d.stats.num_device_free;
     update(d.stats.segment, pool, -1);
     update(d.stats.reserved_bytes, pool, -static_cast<int64_t>(block->size));
@@ -263,14 +270,14 @@ class Pools {
   }
 
   void register_block(Block* block) {
-    std::lock_guard<std::mutex> lock(registry_mutex_);
     registry_[block->ptr] = block;
   }
 
   std::vector<std::unique_ptr<DeviceState>> devices_;
+  // One lock for every pool: the emulated cores share one host, and contention is rare.
+  std::mutex mutex_;
   // DataPtr contexts are the data pointers themselves (so raw_allocate works); this maps them
   // back to their blocks.
-  std::mutex registry_mutex_;
   std::unordered_map<void*, Block*> registry_;
 };
 
@@ -281,9 +288,8 @@ Pools& pools() {
 }
 
 void release_block(void* ptr) {
-  auto* block = pools().find(ptr);
-  TORCH_INTERNAL_ASSERT(block, "freeing neuron memory the allocator does not own");
-  pools().release(block);
+  bool owned = pools().release(ptr);
+  TORCH_INTERNAL_ASSERT(owned, "freeing neuron memory the allocator does not own");
 }
 
 DeviceAllocator g_allocator;
@@ -317,9 +323,7 @@ class PoolAwareCPUAllocator final : public c10::Allocator {
 
  private:
   static void release_any(void* ptr) {
-    if (ptr && pools().find(ptr)) {
-      release_block(ptr);
-    } else {
+    if (!ptr || !pools().release(ptr)) {
       base_deleter(ptr);
     }
   }
@@ -351,8 +355,7 @@ bool claim_for_device(c10::StorageImpl* storage) {
   if (data.get_deleter() != &release_block) {
     return false;
   }
-  auto* block = pools().find(data.get());
-  data.unsafe_set_device(c10::Device(kNeuron, block->device));
+  data.unsafe_set_device(c10::Device(kNeuron, pools().owner(data.get())));
   storage->set_allocator(&g_allocator);
   return true;
 }
@@ -385,13 +388,13 @@ void DeviceAllocator::recordStream(const c10::DataPtr&, c10::Stream) {}
 
 DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
   auto& d = pools().at(device);
-  std::lock_guard<std::mutex> lock(d.mutex);
+  auto lock = pools().lock();
   return d.stats;
 }
 
 void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   auto& d = pools().at(device);
-  std::lock_guard<std::mutex> lock(d.mutex);
+  auto lock = pools().lock();
   for (auto* arr : {&d.stats.allocation, &d.stats.segment, &d.stats.active,
                     &d.stats.inactive_split, &d.stats.allocated_bytes, &d.stats.reserved_bytes,
                     &d.stats.active_bytes, &d.stats.inactive_split_bytes,
@@ -408,7 +411,7 @@ void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 
 void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
   auto& d = pools().at(device);
-  std::lock_guard<std::mutex> lock(d.mutex);
+  auto lock = pools().lock();
   for (auto* arr : {&d.stats.allocation, &d.stats.segment, &d.stats.active,
                     &d.stats.inactive_split, &d.stats.allocated_bytes, &d.stats.reserved_bytes,
                     &d.stats.active_bytes, &d.stats.inactive_split_bytes,
@@ -421,7 +424,7 @@ void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
 
 std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
   auto& d = pools().at(device);
-  std::lock_guard<std::mutex> lock(d.mutex);
+  auto lock = pools().lock();
   return {hbm_capacity() - d.reserved, hbm_capacity()};
 }
 
