@@ -39,4 +39,8 @@ def register_device_module(module):
     torch.ops.neuron.route(op_policy.cpu_fallback_ops(), op_policy.boolean_mask_ops(),
                            op_policy.fp8_data_ops())
     host_composites.register()
+    # The emulated cores compute on the host's CPU threads. A backward pass handed to a
+    # per-device autograd thread would run a second OpenMP team that contends with this
+    # thread's; running it on the calling thread, as CPU tensors do, keeps one team.
+    torch._C._set_multithreading_enabled(False)
     sys.modules.setdefault("torch.neuron", module)

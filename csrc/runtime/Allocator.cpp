@@ -68,6 +68,17 @@ void update(c10::CachingAllocator::StatArray& stat, StatType pool, int64_t delta
   }
 }
 
+template <typename Fn>
+void for_each_stat(DeviceStats& stats, Fn fn) {
+  for (auto* arr : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                    &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                    &stats.inactive_split_bytes, &stats.requested_bytes}) {
+    for (auto& s : *arr) {
+      fn(s);
+    }
+  }
+}
+
 struct DeviceState {
   DeviceStats stats;
   size_t reserved = 0;
@@ -395,14 +406,7 @@ DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
 void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   auto& d = pools().at(device);
   auto lock = pools().lock();
-  for (auto* arr : {&d.stats.allocation, &d.stats.segment, &d.stats.active,
-                    &d.stats.inactive_split, &d.stats.allocated_bytes, &d.stats.reserved_bytes,
-                    &d.stats.active_bytes, &d.stats.inactive_split_bytes,
-                    &d.stats.requested_bytes}) {
-    for (auto& s : *arr) {
-      s.reset_accumulated();
-    }
-  }
+  for_each_stat(d.stats, [](Stat& s) { s.reset_accumulated(); });
   d.stats.num_alloc_retries = 0;
   d.stats.num_ooms = 0;
   d.stats.num_device_alloc = 0;
@@ -412,14 +416,7 @@ void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
   auto& d = pools().at(device);
   auto lock = pools().lock();
-  for (auto* arr : {&d.stats.allocation, &d.stats.segment, &d.stats.active,
-                    &d.stats.inactive_split, &d.stats.allocated_bytes, &d.stats.reserved_bytes,
-                    &d.stats.active_bytes, &d.stats.inactive_split_bytes,
-                    &d.stats.requested_bytes}) {
-    for (auto& s : *arr) {
-      s.reset_peak();
-    }
-  }
+  for_each_stat(d.stats, [](Stat& s) { s.reset_peak(); });
 }
 
 std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {

@@ -24,6 +24,14 @@ struct HostPool {
   std::unordered_map<size_t, std::vector<HostBlock*>> free_blocks;
   at::HostStats stats;
 
+  template <typename Fn>
+  void for_each_stat(Fn fn) {
+    for (auto* s : {&stats.active_requests, &stats.active_bytes, &stats.allocations,
+                    &stats.allocated_bytes}) {
+      fn(*s);
+    }
+  }
+
   void release_cached() {
     for (auto& [size, list] : free_blocks) {
       for (HostBlock* b : list) {
@@ -111,10 +119,7 @@ at::HostStats HostAllocator::get_stats() {
 void HostAllocator::reset_accumulated_stats() {
   auto& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
-  for (auto* s : {&p.stats.active_requests, &p.stats.active_bytes, &p.stats.allocations,
-                  &p.stats.allocated_bytes}) {
-    s->reset_accumulated();
-  }
+  p.for_each_stat([](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
   p.stats.num_host_alloc = 0;
   p.stats.num_host_free = 0;
 }
@@ -122,10 +127,7 @@ void HostAllocator::reset_accumulated_stats() {
 void HostAllocator::reset_peak_stats() {
   auto& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
-  for (auto* s : {&p.stats.active_requests, &p.stats.active_bytes, &p.stats.allocations,
-                  &p.stats.allocated_bytes}) {
-    s->reset_peak();
-  }
+  p.for_each_stat([](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
 }
 
 bool HostAllocator::is_pinned(const void* ptr) {
