@@ -45,11 +45,7 @@ c10::Storage copy_to_host(c10::StorageImpl* device_storage) {
 
 // Makes `dev` hold `nbytes` of fresh device memory on its own device.
 void reallocate(c10::StorageImpl* dev, size_t nbytes) {
-  auto old = current_device();
-  set_current_device(dev->device().index());
-  auto data = device_allocator()->allocate(nbytes);
-  set_current_device(old);
-  dev->set_data_ptr_noswap(std::move(data));
+  dev->set_data_ptr_noswap(device_allocator()->allocate_on(nbytes, dev->device().index()));
   dev->set_nbytes(nbytes);
 }
 

@@ -16,12 +16,8 @@ void release_device_storage(void* ctx) {
 }
 
 c10::Storage new_device_storage(size_t nbytes, c10::DeviceIndex device) {
-  auto old = current_device();
-  set_current_device(device);
-  auto data = device_allocator()->allocate(nbytes);
-  set_current_device(old);
-  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data), device_allocator(), true));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+      nbytes, device_allocator()->allocate_on(nbytes, device), device_allocator(), true));
 }
 
 } // namespace

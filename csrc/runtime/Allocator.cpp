@@ -372,7 +372,10 @@ bool claim_for_device(c10::StorageImpl* storage) {
 }
 
 c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
-  auto index = current_device();
+  return allocate_on(nbytes, current_device());
+}
+
+c10::DataPtr DeviceAllocator::allocate_on(size_t nbytes, c10::DeviceIndex index) {
   if (nbytes == 0) {
     return c10::DataPtr(nullptr, c10::Device(kNeuron, index));
   }

@@ -19,6 +19,8 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override;
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
+  // Allocates on `device` rather than the current device.
+  c10::DataPtr allocate_on(size_t nbytes, c10::DeviceIndex device);
   // Takes ownership of host memory produced by a CPU kernel, with no copy, as memory of `device`.
   c10::DataPtr adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex device);
   // The device whose memory holds `ptr`, or -1.

@@ -83,10 +83,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     auto device = impl->device().index();
     c10::DataPtr fresh;
     if (nbytes > 0) {
-      auto old = current_device();
-      set_current_device(device);
-      fresh = device_allocator()->allocate(nbytes);
-      set_current_device(old);
+      fresh = device_allocator()->allocate_on(nbytes, device);
       size_t keep = std::min(nbytes, impl->nbytes());
       if (keep > 0) {
         std::memcpy(fresh.get(), impl->data(), keep);
