@@ -24,11 +24,18 @@ from torch_neuronx import neuron  # noqa: E402  (needs the library)
 _library.register_device_module(neuron)
 
 from torch_neuronx import metrics  # noqa: E402
+from torch_neuronx._dynamo.metrics import (  # noqa: E402
+    counters as _dynamo_counters,
+    get_dynamo_metrics,
+    reset_dynamo_metrics,
+)
 from torch_neuronx.op_tracking import (  # noqa: E402
     clear_op_tracking,
     get_executed_ops,
     get_fallback_ops,
 )
+
+metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
 
 __version__ = "0.1.0"
 
@@ -47,6 +54,6 @@ def __getattr__(name):
 
 
 __all__ = [
-    "clear_op_tracking", "get_executed_ops", "get_fallback_ops", "metrics", "neuron", "nki",
-    "nki_op", "wrap_nki",
+    "clear_op_tracking", "get_dynamo_metrics", "get_executed_ops", "get_fallback_ops", "metrics",
+    "neuron", "nki", "nki_op", "wrap_nki", "reset_dynamo_metrics",
 ]

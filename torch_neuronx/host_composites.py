@@ -69,6 +69,9 @@ class _NeuronRandomness:
 
 def _kernel(op):
     def run(*args, **kwargs):
+        # Tracing (torch.compile, export) must see the op's composite, not the host call.
+        if torch.compiler.is_compiling():
+            return op.decompose(*args, **kwargs)
         leaves = [a for a in torch.utils._pytree.tree_leaves((args, kwargs))
                   if isinstance(a, torch.Tensor) and a.device.type == "neuron"]
         device = leaves[0].device

@@ -1,9 +1,6 @@
 """Fixtures for the neuron compile backend: a private compile cache and fresh Dynamo state."""
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -37,11 +34,3 @@ def assert_matches(actual, expected, rtol=1e-5, atol=1e-5):
     """``actual`` is a neuron tensor holding ``expected``'s values within float32 tolerance."""
     assert actual.device.type == "neuron", actual.device
     torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol)
-
-
-def run_python(code, **env):
-    """Runs ``code`` in a fresh interpreter and returns the JSON object it prints last."""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, **env}, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -31,7 +31,8 @@ def run():
 
 def start(cache_dir):
     """Runs ``run`` in a fresh interpreter that uses ``cache_dir``."""
-    code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import mlp_job; mlp_job.main()"
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); import mlp_job; mlp_job.main()"
     env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(cache_dir)}
     return subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -21,8 +21,9 @@ def test_metrics_report_each_graph_and_reset():
         assert part["compile_time_s"] <= graph["compile_time_s"]
     assert metrics["cache_hits"] + metrics["cache_misses"] == 2
     counters = neuron_dynamo.counters()
-    assert counters["dynamo_graphs"] == 2 and counters["dynamo_recompiles"] == 1
-    assert counters["neff_cache_hits"] + counters["neff_cache_misses"] == 2
+    assert counters["DynamoGraphs"] == 2 and counters["DynamoRecompiles"] == 1
+    assert counters["NeffCacheHits"] + counters["NeffCacheMisses"] == 2
+    assert counters["DynamoCompileSeconds"] == metrics["compile_time_s"]
     neuron_dynamo.reset_dynamo_metrics()
     assert neuron_dynamo.get_dynamo_metrics()["num_graphs"] == 0
-    assert neuron_dynamo.counters()["dynamo_graphs"] == 0
+    assert neuron_dynamo.counters()["DynamoGraphs"] == 0

@@ -1,17 +1,11 @@
 """Compiled models give eager's results: forward, backward, training, inference, autocast."""
 
-import os
-import sys
-
-import pytest
 import torch
 from torch import nn
 
 import torch_neuronx._dynamo as neuron_dynamo
 from conftest import assert_matches
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-from tiny_gpt import TinyGPT, batches  # noqa: E402
+from tiny_gpt import TinyGPT, batches
 
 
 def twin(make, seed=0):
@@ -174,3 +168,12 @@ def test_in_place_updates_and_views_of_inputs():
     tail.fill_(7)  # still a view of buf, as in eager
     assert (buf[1:].cpu() == 7).all()
     assert xt.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def test_device_constants_created_inside_the_graph():
+    def fn(x):
+        offsets = torch.tensor([1.0, 2.0, 3.0], device=x.device)
+        return x * offsets + torch.arange(3, device=x.device)
+
+    x = torch.randn(2, 3, device="neuron")
+    assert_matches(torch.compile(fn, backend="neuron", fullgraph=True)(x), fn(x))

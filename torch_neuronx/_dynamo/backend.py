@@ -68,13 +68,11 @@ def _require_static_shapes(example_inputs):
 
 
 def _check_cpu_inputs(compiled, example_inputs):
-    """Enforces TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY on a graph that takes CPU tensors.
-
-    By default CPU inputs count as copied to the device; on the emulated core device memory
-    is host memory, so the compiled code reads them in place (and writes to them, as eager
-    would). CPU scalars (0-dim) are exempt, as they are for every device op in PyTorch.
-    Dynamo guards on input devices, so the check is decided here, once per graph.
-    """
+    """Enforces TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY on a graph that takes CPU tensors."""
+    # By default CPU inputs count as copied to the device: device memory is host memory, so
+    # the compiled code reads them in place (and writes to them, as eager would). CPU scalars
+    # (0-dim) are exempt, as for every device op in PyTorch. Dynamo guards on input devices,
+    # so which inputs are on the CPU is known here, once per graph.
     cpu = [i for i, x in enumerate(example_inputs)
            if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0]
     if not cpu:

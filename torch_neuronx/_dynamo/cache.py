@@ -79,9 +79,9 @@ class Entry:
         os.makedirs(self.path, mode=0o700)
 
     def adopt(self, paths):
-        """Copies files that the compiled graph loaded from elsewhere (kernels that this
-        process had already compiled for another graph) into the entry, at the same place
-        relative to the cache directory."""
+        """Copies in files that the compiled graph loaded from another directory."""
+        # Inductor reuses a kernel this process already compiled for another graph; a fresh
+        # process looks for it in this entry, at the same place relative to the cache root.
         for path in paths:
             target = os.path.join(self.path, os.path.basename(os.path.dirname(path)),
                                   os.path.basename(path))
@@ -129,10 +129,7 @@ def _lock(path, timeout):
 
 @contextlib.contextmanager
 def open_entry(name, key):
-    """The locked, verified (or freshly emptied) cache entry for ``name`` and ``key``.
-
-    Yields ``(entry, warm)``, where ``warm`` says a complete entry was already there.
-    """
+    """Yields the locked entry, verified or emptied, and whether it was complete (``warm``)."""
     root = config.cache_dir()
     with owner_only():
         os.makedirs(root, mode=0o700, exist_ok=True)

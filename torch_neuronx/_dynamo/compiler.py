@@ -22,8 +22,9 @@ from torch._functorch import config as functorch_config
 from torch._guards import TracingContext, detect_fake_mode
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch.fx.node import map_aggregate
+from torch.utils._python_dispatch import _disable_current_modes
 
-from torch_neuronx._dynamo import artifacts, cache, metrics
+from torch_neuronx._dynamo import artifacts, cache, metrics, toolchain
 from torch_neuronx._dynamo.runtime import HOST, HostGraph
 
 # Part of every cache key: change it when the same graph would compile differently.
@@ -39,7 +40,8 @@ def compile_graph(gm, example_inputs, options, graph_metrics):
     # compiled now rather than at the first backward, so that its failures are compile
     # failures (which fallback execution covers) and its time counts as compile time.
     with functorch_config.patch(enable_autograd_cache=False,
-                                force_non_lazy_backward_lowering=True):
+                                force_non_lazy_backward_lowering=True), \
+            toolchain.probes_skipped():
         return compile_fx(gm, example_inputs, inner_compile=inner)
 
 
@@ -52,9 +54,11 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     else:
         kind = "forward"
     placements = _placements(gm, kind)
-    _retarget_to_host(gm)
-    host_inputs = _host_inputs(example_inputs)
-    key = _cache_key(gm, host_inputs, kind, inductor_kwargs)
+    # AOTAutograd calls us inside its fake mode; the graph's constants are real tensors.
+    with _disable_current_modes():
+        _retarget_to_host(gm)
+        host_inputs = _host_inputs(example_inputs)
+        key = _cache_key(gm, host_inputs, kind, inductor_kwargs)
     name = f"{options.model_name}-{kind}-{key[:24]}"
     with cache.open_entry(name, key) as (entry, warm):
         hits = counters["inductor"]["fxgraph_cache_hit"]
@@ -101,9 +105,24 @@ def _to_cpu(value):
     return value
 
 
+def _require_host_kernel(target):
+    # Every op of the graph runs on host views of device memory, so a custom op registered for
+    # the neuron device only would fail when the graph runs; fail at compile time instead.
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace in ("aten", "prims"):
+        return
+    if not any(torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), key)
+               for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")):
+        raise NotImplementedError(
+            f"{target.name()} has no CPU kernel. Graphs compiled for the emulated NeuronCore "
+            "run every op on the host, so register the op for all devices (device_types=None) "
+            "or for 'cpu' as well as 'neuron'.")
+
+
 def _retarget_to_host(gm):
     """Rewrites the graph to compute on the host: device arguments and constants become CPU."""
     for node in gm.graph.nodes:
+        if node.op == "call_function":
+            _require_host_kernel(node.target)
         node.args = map_aggregate(node.args, _to_cpu)
         node.kwargs = map_aggregate(node.kwargs, _to_cpu)
         if node.op == "get_attr":
@@ -147,7 +166,8 @@ def _cache_key(gm, host_inputs, kind, inductor_kwargs):
         if isinstance(x, torch.Tensor):
             add(x.dtype, tuple(x.shape), x.stride(), x.storage_offset())
         else:
-            add(type(x).__name__, x)
+            # Only plain values: the repr of other objects may hold an address.
+            add(type(x).__name__, x if isinstance(x, (int, float, bool, type(None))) else "")
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             owner, attr = _attr_owner(gm, node.target)

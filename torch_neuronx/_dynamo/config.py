@@ -9,7 +9,7 @@ DEFAULT_MODEL_NAME = "model"
 
 
 def env_flag(name, default):
-    """A boolean environment variable: unset or empty means ``default``; 0/false/no/off mean False."""
+    """A boolean environment variable (0/false/no/off are False; unset means ``default``)."""
     value = os.environ.get(name, "").strip().lower()
     if not value:
         return default

@@ -65,13 +65,13 @@ def reset_dynamo_metrics():
 
 
 def counters():
-    """Flat totals for ``torch_neuronx.metrics``."""
+    """Flat totals, named like the other ``torch_neuronx.metrics`` counters."""
     m = get_dynamo_metrics()
     return {
-        "dynamo_graphs": m["num_graphs"],
-        "dynamo_recompiles": m["num_recompiles"],
-        "dynamo_fallbacks": m["num_fallbacks"],
-        "neff_cache_hits": m["cache_hits"],
-        "neff_cache_misses": m["cache_misses"],
-        "compile_time_s": m["compile_time_s"],
+        "DynamoGraphs": m["num_graphs"],
+        "DynamoRecompiles": m["num_recompiles"],
+        "DynamoFallbacks": m["num_fallbacks"],
+        "NeffCacheHits": m["cache_hits"],
+        "NeffCacheMisses": m["cache_misses"],
+        "DynamoCompileSeconds": m["compile_time_s"],
     }

@@ -57,14 +57,13 @@ class HostGraph:
             if owner.device.type == "cpu":
                 return out
             return _view(owner.untyped_storage(), out, owner.device)
-        if ptr == 0:
-            return torch.empty_strided(out.size(), out.stride(), dtype=out.dtype,
-                                       device=_device(placement))
-        storage = moved.get(ptr)
+        storage = moved.get(ptr) if ptr else None
         if storage is None:
-            host = torch.empty(0, dtype=torch.uint8).set_(out.untyped_storage())
-            device = torch.empty(host.numel(), dtype=torch.uint8, device=_device(placement))
-            storage = moved[ptr] = device.copy_(host).untyped_storage()
+            host = out.untyped_storage()
+            storage = torch.UntypedStorage(host.nbytes(), device=_device(placement))
+            storage.copy_(host)
+            if ptr:
+                moved[ptr] = storage
         return _view(storage, out, storage.device)
 
 
