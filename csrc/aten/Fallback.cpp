@@ -184,24 +184,25 @@ class HostCall {
 
   // Values the device now holds are 32-bit; see Policy.h.
   void narrow_results(size_t nret) {
-    auto source = c10::toString(schema_.operator_name());
+    auto narrow = [this](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kNeuron &&
+          (t.scalar_type() == c10::kDouble || t.scalar_type() == c10::kComplexDouble ||
+           t.scalar_type() == c10::kLong)) {
+        enforce_64bit(t, c10::toString(schema_.operator_name()));
+      }
+    };
     for (const auto& ta : tensors_) {
       if (ta.writable) {
-        enforce_64bit(ta.device, source);
+        narrow(ta.device);
       }
     }
     for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
       const auto& v = stack_[i];
       if (v.isTensor()) {
-        const auto& t = v.toTensor();
-        if (t.defined() && t.device().type() == kNeuron) {
-          enforce_64bit(t, source);
-        }
+        narrow(v.toTensor());
       } else if (v.isTensorList()) {
         for (const at::Tensor& t : v.toTensorList()) {
-          if (t.defined() && t.device().type() == kNeuron) {
-            enforce_64bit(t, source);
-          }
+          narrow(t);
         }
       }
     }
