@@ -1,4 +1,5 @@
-"""Builds torch_neuronx._C, the emulated-device runtime and ATen integration."""
+"""Builds torch_neuronx._C (the emulated device and its ATen integration) and
+torch_neuronx._C_dist (the c10d backend, the only module that uses pybind)."""
 
 import glob
 import os
@@ -7,12 +8,19 @@ from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 core = sorted(glob.glob("csrc/runtime/*.cpp") + glob.glob("csrc/aten/*.cpp"))
+distributed = sorted(glob.glob("csrc/distributed/*.cpp"))
 
 setup(
     ext_modules=[
         CppExtension(
             "torch_neuronx._C",
             core,
+            include_dirs=[os.path.abspath("csrc")],
+            extra_compile_args=["-O2", "-fvisibility=hidden"],
+        ),
+        CppExtension(
+            "torch_neuronx._C_dist",
+            distributed,
             include_dirs=[os.path.abspath("csrc")],
             extra_compile_args=["-O2", "-fvisibility=hidden"],
         ),

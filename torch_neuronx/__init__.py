@@ -23,6 +23,8 @@ from torch_neuronx import neuron  # noqa: E402  (needs the library)
 
 _library.register_device_module(neuron)
 
+from torch_neuronx import distributed  # noqa: E402,F401  (registers the "neuron" c10d backend)
+
 from torch_neuronx import metrics  # noqa: E402
 from torch_neuronx._dynamo.metrics import (  # noqa: E402
     counters as _dynamo_counters,
@@ -54,6 +56,6 @@ def __getattr__(name):
 
 
 __all__ = [
-    "clear_op_tracking", "get_dynamo_metrics", "get_executed_ops", "get_fallback_ops", "metrics",
+    "clear_op_tracking", "distributed", "get_dynamo_metrics", "get_executed_ops", "get_fallback_ops", "metrics",
     "neuron", "nki", "nki_op", "wrap_nki", "reset_dynamo_metrics",
 ]

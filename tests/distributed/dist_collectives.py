@@ -329,10 +329,12 @@ def check_async_work_and_futures(ctx):
 
 
 def check_wait_timeout_names_collective(ctx):
+    store = dist.distributed_c10d._get_default_store()
     late = ctx.world - 1
     t = torch.ones(4, device=ctx.device)
     if ctx.rank == late:
-        time.sleep(1.5)
+        # Join only once every other rank has seen its wait() time out.
+        store.wait([f"timed_out/{r}" for r in range(late)])
     work = dist.all_reduce(t, async_op=True)
     if ctx.rank != late:
         try:
@@ -341,6 +343,7 @@ def check_wait_timeout_names_collective(ctx):
         except dist.DistBackendError as e:
             text = str(e)
             assert "ALLREDUCE" in text and f"[Rank {ctx.rank}]" in text and "timed out" in text, e
+        store.set(f"timed_out/{ctx.rank}", "1")
     work.wait()
     assert torch.equal(t.cpu(), torch.full((4,), float(ctx.world)))
 

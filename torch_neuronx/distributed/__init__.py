@@ -1,8 +1,9 @@
 """torch.distributed on NeuronCores: the ``neuron`` c10d backend, registered on import.
 
-``init_process_group(backend="neuron")`` (or a bare ``init_process_group()``) gives neuron
-tensors the C++ backend in ``torch_neuronx._C_dist``, which runs every collective on device
-memory over gloo's TCP transport; CPU tensors in the same group go straight to gloo.
+``init_process_group("neuron")`` gives neuron tensors the C++ backend of
+``torch_neuronx._C_dist``, which runs every collective on device memory over gloo's TCP
+transport; CPU tensors of the same group go to that gloo transport untouched. A bare
+``init_process_group()`` picks ``neuron`` for neuron tensors, as it picks NCCL on CUDA.
 """
 
 from torch_neuronx.distributed.backend import register

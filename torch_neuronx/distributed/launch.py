@@ -6,7 +6,7 @@ import torch
 
 
 def bind_local_core():
-    """Makes core ``LOCAL_RANK`` current, as TorchNeuron does when NEURON_RT_VISIBLE_CORES is unset."""
+    """Makes core LOCAL_RANK current, as TorchNeuron does when NEURON_RT_VISIBLE_CORES is unset."""
     local_rank = os.environ.get("LOCAL_RANK")
     if local_rank is None or os.environ.get("NEURON_RT_VISIBLE_CORES"):
         return

@@ -27,7 +27,8 @@ class NeuronRNGTracker(_random.OffsetBasedRNGTracker):
         device = torch.device("neuron", torch.neuron.current_device())
         # The draw advances the shared state identically on every rank; int32, as Trainium has
         # no int64 (and mt19937 seeds are 32-bit anyway).
-        base = int(torch.randint(2**31 - 1, (1,), dtype=torch.int32, device=device, generator=generator).item())
+        draw = torch.randint(2**31 - 1, (1,), dtype=torch.int32, device=device, generator=generator)
+        base = int(draw.item())
         with torch.random.fork_rng(devices=[device], device_type="neuron"):
             torch.neuron.manual_seed(base + start)
             yield
