@@ -34,11 +34,10 @@ def register_device_module(module):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from torch_neuronx import host_composites, op_policy
+    from torch_neuronx import op_policy
 
     torch.ops.neuron.route(op_policy.cpu_fallback_ops(), op_policy.boolean_mask_ops(),
                            op_policy.fp8_data_ops())
-    host_composites.register()
     # The emulated cores compute on the host's CPU threads. A backward pass handed to a
     # per-device autograd thread would run a second OpenMP team that contends with this
     # thread's; running it on the calling thread, as CPU tensors do, keeps one team.

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 import torch_neuronx._dynamo as neuron_dynamo
-from conftest import assert_matches
+from compile_checks import assert_matches
 from tiny_gpt import TinyGPT, batches
 
 

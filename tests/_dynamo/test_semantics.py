@@ -8,7 +8,7 @@ import torch._dynamo
 import torch._inductor.config
 
 import torch_neuronx._dynamo as neuron_dynamo
-from conftest import assert_matches
+from compile_checks import assert_matches
 from pyrun import run_python
 from torch_neuronx._dynamo.backend import StaticShapeError
 

@@ -1,0 +1,137 @@
+// Composite ops that choose their kernels by device type (RNNs, scaled_dot_product_attention)
+// run exactly as on CPU: their CPU implementation, autograd included, runs on zero-copy host
+// views of the neuron tensors, and the results come back to the device.
+
+#include "aten/HostView.h"
+#include "runtime/Device.h"
+#include "runtime/Generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+namespace neuron {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Neuron tensor to a host view; the gradient goes back to the neuron tensor.
+struct ToHost : public torch::autograd::Function<ToHost> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& t) {
+    ctx->saved_data["device"] = t.device();
+    return host_view(t);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {grads[0].to(ctx->saved_data["device"].toDevice())};
+  }
+};
+
+// Host result to a neuron tensor; the gradient goes back to the host graph.
+struct ToDevice : public torch::autograd::Function<ToDevice> {
+  static at::Tensor forward(AutogradContext*, const at::Tensor& t, c10::Device device) {
+    return t.to(device);
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    const auto& g = grads[0];
+    return {g.defined() && g.device().type() == kNeuron ? host_view(g) : g, at::Tensor()};
+  }
+};
+
+bool is_traced(const at::Tensor& t) {
+  return t.key_set().has(c10::DispatchKey::Python);
+}
+
+template <typename Fn>
+void for_each_tensor(c10::IValue& v, Fn fn) {
+  if (v.isTensor()) {
+    v = fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      list.set(i, fn(list.get(i)));
+    }
+  } else if (v.isList()) {
+    auto list = v.toList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      c10::IValue e = list.get(i);
+      if (e.isTensor()) {
+        list.set(i, fn(e.toTensor()));
+      }
+    }
+  }
+}
+
+void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack->size() - nargs;
+  std::optional<c10::Device> device;
+  bool traced = false;
+  for (size_t i = first; i < stack->size(); ++i) {
+    for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kNeuron && !device) {
+        device = t.device();
+      }
+      traced |= t.defined() && is_traced(t);
+      return t;
+    });
+  }
+  if (!device || traced) {
+    // Tracing (torch.compile, export) must see the composite itself.
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+    return;
+  }
+  bool grad = at::GradMode::is_enabled() && keys.has_any(c10::autograd_dispatch_keyset);
+  for (size_t i = first; i < stack->size(); ++i) {
+    for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
+      if (!t.defined() || t.device().type() != kNeuron) {
+        return t;
+      }
+      return grad ? ToHost::apply(t) : host_view(t);
+    });
+  }
+  {
+    // Dropout inside these ops draws from the default CPU generator; make that the core's.
+    auto& slot = const_cast<at::Generator&>(at::detail::getDefaultCPUGenerator());
+    at::Generator saved = slot;
+    slot = host_generator(std::nullopt, device->index());
+    try {
+      op.callBoxed(stack);
+    } catch (...) {
+      slot = saved;
+      throw;
+    }
+    slot = saved;
+  }
+  const size_t nret = op.schema().returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
+      if (!t.defined()) {
+        return t;
+      }
+      return grad ? ToDevice::apply(t, *device) : t.to(*device);
+    });
+  }
+}
+
+const char* const kOps[] = {
+    "lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
+    "rnn_relu.input", "rnn_relu.data", "lstm_cell", "gru_cell", "rnn_tanh_cell",
+    "rnn_relu_cell", "scaled_dot_product_attention",
+};
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  for (const char* name : kOps) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
+  }
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : kOps) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
+  }
+}
+
+} // namespace
+} // namespace neuron
