@@ -110,11 +110,7 @@ class Pools {
       block = reserve(d, index, size, nbytes, false);
     }
     block->requested = nbytes;
-    update(d.stats.allocation, pool, 1);
-    update(d.stats.active, pool, 1);
-    update(d.stats.allocated_bytes, pool, size);
-    update(d.stats.active_bytes, pool, size);
-    update(d.stats.requested_bytes, pool, nbytes);
+    count_allocation(d, pool, size, nbytes);
     return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
   }
 
@@ -135,12 +131,16 @@ class Pools {
     register_block(block);
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, nbytes);
+    count_allocation(d, pool, nbytes, nbytes);
+    return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
+  }
+
+  static void count_allocation(DeviceState& d, StatType pool, size_t size, size_t requested) {
     update(d.stats.allocation, pool, 1);
     update(d.stats.active, pool, 1);
-    update(d.stats.allocated_bytes, pool, nbytes);
-    update(d.stats.active_bytes, pool, nbytes);
-    update(d.stats.requested_bytes, pool, nbytes);
-    return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
+    update(d.stats.allocated_bytes, pool, static_cast<int64_t>(size));
+    update(d.stats.active_bytes, pool, static_cast<int64_t>(size));
+    update(d.stats.requested_bytes, pool, static_cast<int64_t>(requested));
   }
 
   std::unique_lock<std::mutex> lock() {
