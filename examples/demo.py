@@ -21,6 +21,8 @@ def main():
     print(f"torch {torch.__version__}; accelerator: {torch.accelerator.current_accelerator()} "
           f"({torch.neuron.device_count()} emulated {torch.neuron.get_device_properties().name} "
           "NeuronCores)")
+    for device in ("neuron", "cpu"):
+        train(device, 5, adamw)  # warm-up, so that neither timing includes first-call costs
     t0 = time.perf_counter()
     neuron_losses, _ = train("neuron", STEPS, adamw)
     t1 = time.perf_counter()
