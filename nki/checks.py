@@ -73,6 +73,20 @@ def operand(op, label, v, parts):
     return v
 
 
+def tile_pair(op, dst, first, second, scalar):
+    """Checks an instruction on two full tiles and a per-partition scalar; returns the partition
+    count. ``first``, ``second`` and ``scalar`` are (label, value) pairs."""
+    (a_label, a), (b_label, b), (s_label, s) = first, second, scalar
+    for label, t in (("dst", dst), (a_label, a), (b_label, b)):
+        on_chip(op, label, t)
+    same_tile(op, "dst", dst, a_label, a)
+    same_tile(op, "dst", dst, b_label, b)
+    not_both_psum(op, a_label, a, b_label, b)
+    parts = a.shape[0]
+    operand(op, s_label, s, parts)
+    return parts
+
+
 def engine(op, value, *allowed):
     """``value`` must be an ``nki.isa.engine`` member from ``allowed``; raw ints are rejected."""
     require(isinstance(value, Engine), op,

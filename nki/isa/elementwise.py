@@ -114,13 +114,8 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
                          name=None):
     """``(data <op0> operand0) <op1> operand1``: operand0 per partition, operand1 a full tile."""
     where = "scalar_tensor_tensor"
-    for label, t in (("dst", dst), ("data", data), ("operand1", operand1)):
-        checks.on_chip(where, label, t)
-    checks.same_tile(where, "dst", dst, "data", data)
-    checks.same_tile(where, "dst", dst, "operand1", operand1)
-    checks.not_both_psum(where, "data", data, "operand1", operand1)
-    parts = data.shape[0]
-    checks.operand(where, "operand0", operand0, parts)
+    parts = checks.tile_pair(where, dst, ("data", data), ("operand1", operand1),
+                             ("operand0", operand0))
     f0 = alu.resolve(op0, where, "binary")
     f1 = alu.resolve(op1, where, "binary")
     x = apply(f0, read_pf(data), operand_value(operand0, parts), reverse0)

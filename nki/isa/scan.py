@@ -29,13 +29,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
                        name=None):
     """``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` along the free axis, starting at initial."""
     where = "tensor_tensor_scan"
-    for label, t in (("dst", dst), ("data0", data0), ("data1", data1)):
-        checks.on_chip(where, label, t)
-    checks.same_tile(where, "dst", dst, "data0", data0)
-    checks.same_tile(where, "dst", dst, "data1", data1)
-    checks.not_both_psum(where, "data0", data0, "data1", data1)
-    parts = data0.shape[0]
-    checks.operand(where, "initial", initial, parts)
+    parts = checks.tile_pair(where, dst, ("data0", data0), ("data1", data1), ("initial", initial))
     f0 = alu.resolve(op0, where, "binary")
     f1 = alu.resolve(op1, where, "binary")
     a0, b0 = _affine(f0, read_pf(data0), True, reverse0, where, "op0")
