@@ -7,7 +7,6 @@
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/TensorBody.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/SmallVector.h>
@@ -95,25 +94,6 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
       .first->second;
 }
 
-// Points the default CPU generator at a neuron core's generator while a host kernel that uses
-// it implicitly runs, so the draws come from (and advance) the neuron generator.
-class DefaultGeneratorSwap {
- public:
-  explicit DefaultGeneratorSwap(at::Generator gen)
-      : slot_(const_cast<at::Generator&>(at::detail::getDefaultCPUGenerator())), saved_(slot_) {
-    slot_ = std::move(gen);
-  }
-  ~DefaultGeneratorSwap() {
-    slot_ = std::move(saved_);
-  }
-  DefaultGeneratorSwap(const DefaultGeneratorSwap&) = delete;
-  DefaultGeneratorSwap& operator=(const DefaultGeneratorSwap&) = delete;
-
- private:
-  at::Generator& slot_;
-  at::Generator saved_;
-};
-
 bool is_channels_last(const c10::IValue& v) {
   if (!v.isInt()) {
     return false;
@@ -150,7 +130,7 @@ class HostCall {
         }
       }
     }
-    std::optional<DefaultGeneratorSwap> rng;
+    std::optional<ScopedDefaultCPUGenerator> rng;
     if (info.implicit_rng) {
       rng.emplace(host_generator(std::nullopt, device_));
     }
@@ -185,9 +165,7 @@ class HostCall {
   // Values the device now holds are 32-bit; see Policy.h.
   void narrow_results(size_t nret) {
     auto narrow = [this](const at::Tensor& t) {
-      if (t.defined() && t.device().type() == kNeuron &&
-          (t.scalar_type() == c10::kDouble || t.scalar_type() == c10::kComplexDouble ||
-           t.scalar_type() == c10::kLong)) {
+      if (t.defined() && t.device().type() == kNeuron && is_64bit(t.scalar_type())) {
         enforce_64bit(t, c10::toString(schema_.operator_name()));
       }
     };
@@ -209,20 +187,19 @@ class HostCall {
   }
 
   void prepare(const c10::Argument& arg, const ArgInfo& info, c10::IValue& v) {
-    bool writable = info.writable;
     if (v.isTensor()) {
-      v = to_host(v.toTensor(), arg, info, writable);
+      v = to_host(v.toTensor(), arg, info);
     } else if (v.isTensorList()) {
       auto list = v.toTensorList();
       for (size_t i = 0; i < list.size(); ++i) {
-        list[i] = to_host(list[i], arg, info, writable);
+        list[i] = to_host(list[i], arg, info);
       }
     } else if (v.isList() && arg.type()->kind() == c10::TypeKind::ListType) {
       auto list = v.toList();
       for (size_t i = 0; i < list.size(); ++i) {
         c10::IValue e = list.get(i);
         if (e.isTensor()) {
-          list.set(i, to_host(e.toTensor(), arg, info, writable));
+          list.set(i, to_host(e.toTensor(), arg, info));
         }
       }
     } else if (v.isDevice()) {
@@ -258,8 +235,7 @@ class HostCall {
         schema_.operator_name(), ")");
   }
 
-  at::Tensor to_host(const at::Tensor& t, const c10::Argument& arg, const ArgInfo& info,
-      bool writable) {
+  at::Tensor to_host(const at::Tensor& t, const c10::Argument& arg, const ArgInfo& info) {
     if (!t.defined()) {
       return t;
     }
@@ -290,7 +266,7 @@ class HostCall {
       host = &storages_.back().host;
     }
     auto h = tensor_over(*host, t, c10::DispatchKey::CPU);
-    tensors_.push_back({t, h, writable});
+    tensors_.push_back({t, h, info.writable});
     return h;
   }
 

@@ -6,7 +6,6 @@
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -93,16 +92,8 @@ void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
   }
   {
     // Dropout inside these ops draws from the default CPU generator; make that the core's.
-    auto& slot = const_cast<at::Generator&>(at::detail::getDefaultCPUGenerator());
-    at::Generator saved = slot;
-    slot = host_generator(std::nullopt, device->index());
-    try {
-      op.callBoxed(stack);
-    } catch (...) {
-      slot = saved;
-      throw;
-    }
-    slot = saved;
+    ScopedDefaultCPUGenerator rng(host_generator(std::nullopt, device->index()));
+    op.callBoxed(stack);
   }
   const size_t nret = op.schema().returns().size();
   for (size_t i = stack->size() - nret; i < stack->size(); ++i) {

@@ -20,12 +20,6 @@ at::Tensor as_cpu_identity(const at::Tensor& self) {
   return self.alias();
 }
 
-at::Tensor from_cpu(const at::Tensor& self, int64_t device) {
-  TORCH_CHECK(self.device().is_cpu(), "from_cpu expects a CPU tensor, got ", self.device());
-  at::Tensor t = self;
-  return to_device(std::move(t), check_device(static_cast<c10::DeviceIndex>(device)));
-}
-
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
     std::vector<std::string> mask_ops, std::vector<std::string> fp8_ops) {
   fp8_data_ops().insert(fp8_ops.begin(), fp8_ops.end());
@@ -89,7 +83,6 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
 
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
-  m.def("from_cpu(Tensor self, int device) -> Tensor");
   m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);
@@ -108,7 +101,6 @@ TORCH_LIBRARY_IMPL(neuron, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {
   m.impl("as_cpu", TORCH_FN(as_cpu_identity));
-  m.impl("from_cpu", TORCH_FN(from_cpu));
 }
 
 } // namespace

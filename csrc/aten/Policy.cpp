@@ -33,10 +33,6 @@ Policy64 read_policy() {
       "native or error");
 }
 
-bool is_64bit(c10::ScalarType t) {
-  return t == c10::kDouble || t == c10::kComplexDouble || t == c10::kLong;
-}
-
 std::atomic<bool> g_noticed{false};
 
 void notice_once() {
@@ -50,6 +46,10 @@ void notice_once() {
 }
 
 } // namespace
+
+bool is_64bit(c10::ScalarType t) {
+  return t == c10::kDouble || t == c10::kComplexDouble || t == c10::kLong;
+}
 
 Policy64 policy_64bit() {
   static const Policy64 policy = read_policy();

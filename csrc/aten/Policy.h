@@ -11,6 +11,9 @@ namespace neuron {
 
 enum class Policy64 { Narrow, Native, Error };
 
+// float64, complex128 and int64: the dtypes Trainium stores in 32 bits.
+bool is_64bit(c10::ScalarType dtype);
+
 // TORCH_NEURONX_64BIT: narrow (default), native or error.
 Policy64 policy_64bit();
 // Applies the 64-bit policy to a neuron tensor that just received data from `source`

@@ -72,4 +72,13 @@ at::Generator host_generator(const std::optional<at::Generator>& gen, c10::Devic
   return static_cast<NeuronGenerator*>(g.unsafeGetGeneratorImpl())->host();
 }
 
+ScopedDefaultCPUGenerator::ScopedDefaultCPUGenerator(at::Generator gen)
+    : slot_(const_cast<at::Generator&>(at::detail::getDefaultCPUGenerator())), saved_(slot_) {
+  slot_ = std::move(gen);
+}
+
+ScopedDefaultCPUGenerator::~ScopedDefaultCPUGenerator() {
+  slot_ = std::move(saved_);
+}
+
 } // namespace neuron

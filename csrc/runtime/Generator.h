@@ -31,4 +31,18 @@ const at::Generator& default_generator(c10::DeviceIndex device);
 // The CPU generator to hand a host kernel for `gen` (a neuron generator, or none for the default).
 at::Generator host_generator(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
+// While alive, the default CPU generator is `gen`: host kernels that draw from it implicitly
+// then draw from (and advance) a neuron core's generator instead.
+class ScopedDefaultCPUGenerator {
+ public:
+  explicit ScopedDefaultCPUGenerator(at::Generator gen);
+  ~ScopedDefaultCPUGenerator();
+  ScopedDefaultCPUGenerator(const ScopedDefaultCPUGenerator&) = delete;
+  ScopedDefaultCPUGenerator& operator=(const ScopedDefaultCPUGenerator&) = delete;
+
+ private:
+  at::Generator& slot_;
+  at::Generator saved_;
+};
+
 } // namespace neuron
