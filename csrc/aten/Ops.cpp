@@ -6,6 +6,7 @@
 #include "aten/Routing.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
+#include "runtime/HostAllocator.h"
 
 #include <torch/library.h>
 
@@ -34,6 +35,29 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> counters() {
     names.push_back(name);
     values.push_back(value);
   }
+  return {names, values};
+}
+
+// Pinned host memory statistics, with the keys torch.cuda.host_memory_stats uses.
+std::tuple<std::vector<std::string>, std::vector<int64_t>> host_memory_stats() {
+  auto stats = host_allocator()->get_stats();
+  std::vector<std::string> names;
+  std::vector<int64_t> values;
+  for (const auto& [name, stat] : {std::pair{"active_requests", stats.active_requests},
+           std::pair{"active_bytes", stats.active_bytes},
+           std::pair{"allocations", stats.allocations},
+           std::pair{"allocated_bytes", stats.allocated_bytes}}) {
+    for (const auto& [field, value] : {std::pair{"current", stat.current},
+             std::pair{"peak", stat.peak}, std::pair{"allocated", stat.allocated},
+             std::pair{"freed", stat.freed}}) {
+      names.push_back(std::string(name) + "." + field);
+      values.push_back(value);
+    }
+  }
+  names.emplace_back("num_host_alloc");
+  values.push_back(stats.num_host_alloc);
+  names.emplace_back("num_host_free");
+  values.push_back(stats.num_host_free);
   return {names, values};
 }
 
@@ -86,6 +110,7 @@ TORCH_LIBRARY(neuron, m) {
   m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);
+  m.def("host_memory_stats() -> (str[], int[])", &host_memory_stats);
   m.def("device_count() -> int", &count);
   m.def("platform(int device) -> (str, int, int)", &platform);
   m.def("manual_seed(int device, int seed) -> ()", &manual_seed);

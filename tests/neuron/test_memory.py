@@ -102,3 +102,13 @@ def test_accelerator_memory_api():
     torch.accelerator.empty_cache()
     torch.accelerator.empty_host_cache()
     assert torch.accelerator.get_memory_info(0)[1] == 24 * 2**30
+
+
+def test_host_memory_stats_follow_pinned_allocations():
+    before = torch.neuron.host_memory_stats()["active_requests.current"]
+    pinned = torch.empty(1000).pin_memory()
+    stats = torch.neuron.host_memory_stats()
+    assert stats["active_requests.current"] == before + 1
+    assert stats["active_bytes.current"] >= 4000 and "num_host_alloc" in stats
+    del pinned
+    assert torch.neuron.host_memory_stats()["active_requests.current"] == before

@@ -56,9 +56,9 @@ def mem_get_info(device=None):
 
 
 def host_memory_stats():
-    """Pinned host memory statistics."""
-    return torch._C._accelerator_getHostMemoryStats() if hasattr(
-        torch._C, "_accelerator_getHostMemoryStats") else {}
+    """Pinned host memory statistics as a flat dict with CUDA's keys."""
+    names, values = torch.ops.neuron.host_memory_stats()
+    return dict(zip(names, values))
 
 
 def _format_bytes(n):
