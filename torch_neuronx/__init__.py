@@ -26,6 +26,7 @@ _library.register_device_module(neuron)
 from torch_neuronx import distributed  # noqa: E402,F401  (registers the "neuron" c10d backend)
 
 from torch_neuronx import metrics  # noqa: E402
+from torch_neuronx._dynamo import default_backend as _default_backend  # noqa: E402
 from torch_neuronx._dynamo.metrics import (  # noqa: E402
     counters as _dynamo_counters,
     get_dynamo_metrics,
@@ -38,6 +39,7 @@ from torch_neuronx.op_tracking import (  # noqa: E402
 )
 
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
+_default_backend.install()
 
 __version__ = "0.1.0"
 

@@ -11,7 +11,7 @@
 namespace neuron {
 namespace {
 
-void release_device_storage(void* ctx) {
+void release_storage(void* ctx) {
   c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
 }
 
@@ -25,7 +25,7 @@ c10::Storage new_device_storage(size_t nbytes, c10::DeviceIndex device) {
 c10::Storage host_storage(c10::StorageImpl* device_storage) {
   void* data = device_storage->nbytes() ? device_storage->mutable_data() : nullptr;
   c10::raw::intrusive_ptr::incref(device_storage);
-  c10::DataPtr ptr(data, device_storage, &release_device_storage, c10::Device(c10::DeviceType::CPU));
+  c10::DataPtr ptr(data, device_storage, &release_storage, c10::Device(c10::DeviceType::CPU));
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(), std::move(ptr),
       c10::GetCPUAllocator(), true));
@@ -75,6 +75,24 @@ c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device)
     std::memcpy(out.mutable_data(), impl->data(), nbytes);
   }
   return out;
+}
+
+c10::Storage device_alias(const c10::Storage& host, c10::DeviceIndex device) {
+  auto* impl = host.unsafeGetStorageImpl();
+  size_t nbytes = impl->nbytes();
+  if (pool_device_of(impl) != device) {
+    auto out = new_device_storage(nbytes, device);
+    if (nbytes > 0) {
+      std::memcpy(out.mutable_data(), impl->data(), nbytes);
+    }
+    return out;
+  }
+  // Growing the host storage would free the memory that the neuron storage shares.
+  impl->set_resizable(false);
+  c10::raw::intrusive_ptr::incref(impl);
+  c10::DataPtr ptr(impl->mutable_data(), impl, &release_storage, c10::Device(kNeuron, device));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, std::move(ptr), device_allocator(), true));
 }
 
 at::Tensor claim_or_move(at::Tensor&& t, c10::DeviceIndex device) {

@@ -19,6 +19,9 @@ at::Tensor to_device(at::Tensor&& t, c10::DeviceIndex device);
 // Like to_device, but a tensor whose memory a host kernel took from a device pool becomes a
 // neuron tensor in place, with no new allocation.
 at::Tensor claim_or_move(at::Tensor&& t, c10::DeviceIndex device);
+// A neuron storage on `device` sharing the memory of host storage `host` when that memory came
+// from `device`'s pool (the host storage stays valid and can no longer grow); a copy otherwise.
+c10::Storage device_alias(const c10::Storage& host, c10::DeviceIndex device);
 // A neuron storage on `device` holding the bytes of host storage `s`, taken over when unshared.
 c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device);
 

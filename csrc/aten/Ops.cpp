@@ -4,6 +4,7 @@
 #include "aten/HostView.h"
 #include "aten/Policy.h"
 #include "aten/Routing.h"
+#include "runtime/Allocator.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 #include "runtime/HostAllocator.h"
@@ -19,6 +20,17 @@ at::Tensor as_cpu(const at::Tensor& self) {
 
 at::Tensor as_cpu_identity(const at::Tensor& self) {
   return self.alias();
+}
+
+// A compiled graph's result, computed on the host, as a tensor of neuron `device`.
+at::Tensor to_device_alias(const at::Tensor& host, int64_t device) {
+  auto index = check_device(static_cast<c10::DeviceIndex>(device));
+  return tensor_over(device_alias(host.storage(), index), host, c10::DispatchKey::PrivateUse1);
+}
+
+int64_t exchange_pool(int64_t device) {
+  auto index = static_cast<c10::DeviceIndex>(device);
+  return exchange_pool_device(index < 0 ? index : check_device(index));
 }
 
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
@@ -107,6 +119,8 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
 
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
+  m.def("to_device_alias(Tensor host, int device) -> Tensor", &to_device_alias);
+  m.def("exchange_pool(int device) -> int", &exchange_pool);
   m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace neuron {
@@ -353,20 +354,31 @@ const bool g_cpu_allocator_installed = [] {
 
 } // namespace
 
-DevicePoolScope::DevicePoolScope(c10::DeviceIndex device) : previous_(tls_pool_device) {
-  tls_pool_device = device;
-}
+DevicePoolScope::DevicePoolScope(c10::DeviceIndex device)
+    : previous_(exchange_pool_device(device)) {}
 
 DevicePoolScope::~DevicePoolScope() {
   tls_pool_device = previous_;
 }
 
-bool claim_for_device(c10::StorageImpl* storage) {
-  auto& data = storage->mutable_data_ptr();
+c10::DeviceIndex exchange_pool_device(c10::DeviceIndex device) {
+  return std::exchange(tls_pool_device, device);
+}
+
+c10::DeviceIndex pool_device_of(const c10::StorageImpl* storage) {
+  const auto& data = storage->data_ptr();
   if (data.get_deleter() != &release_block) {
+    return -1;
+  }
+  return pools().owner(data.get());
+}
+
+bool claim_for_device(c10::StorageImpl* storage) {
+  auto device = pool_device_of(storage);
+  if (device < 0) {
     return false;
   }
-  data.unsafe_set_device(c10::Device(kNeuron, pools().owner(data.get())));
+  storage->mutable_data_ptr().unsafe_set_device(c10::Device(kNeuron, device));
   storage->set_allocator(&g_allocator);
   return true;
 }

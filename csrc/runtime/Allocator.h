@@ -42,6 +42,13 @@ class DevicePoolScope {
   c10::DeviceIndex previous_;
 };
 
+// Sets the device whose pool serves this thread's CPU allocations (-1: none) and returns the
+// previous one: DevicePoolScope for callers that cannot hold a C++ scope (compiled graphs).
+c10::DeviceIndex exchange_pool_device(c10::DeviceIndex device);
+
+// The device whose pool a CPU storage's memory came from (in a DevicePoolScope), or -1.
+c10::DeviceIndex pool_device_of(const c10::StorageImpl* storage);
+
 // Turns a CPU storage whose memory came from a device pool into device memory, in place.
 // Returns false, changing nothing, for any other storage.
 bool claim_for_device(c10::StorageImpl* storage);

@@ -26,3 +26,36 @@ def test_outputs_keep_layout_sharing_and_aliasing():
     assert empty.shape == (0, 5)
     assert total.device.type == "cpu"
 
+
+
+def test_results_are_pool_memory_taken_over_without_a_copy():
+    made = []
+
+    def compiled(args):
+        made.append(torch.full((4096,), 3.0))
+        return [made[-1], made[-1][:16]]
+
+    before = torch.neuron.memory_allocated()
+    full, head = HostGraph(compiled, ["current", "current"])([])
+    assert torch.neuron.memory_allocated() - before >= 4096 * 4
+    assert full.data_ptr() == made[0].data_ptr()  # the same memory, not a copy
+    assert head.untyped_storage().data_ptr() == full.untyped_storage().data_ptr()
+    made.clear()
+    assert torch.equal(full.cpu(), torch.full((4096,), 3.0))
+    del full, head
+    assert torch.neuron.memory_allocated() == before
+
+
+def test_compiled_saved_activations_count_as_device_memory():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(),
+                                torch.nn.Linear(1024, 1)).to("neuron")
+    step = torch.compile(model, backend="neuron")
+    x = torch.randn(64, 256, device="neuron")
+    step(x).sum().backward()
+    base = torch.neuron.memory_allocated()
+    loss = step(x).sum()
+    assert torch.neuron.memory_allocated() - base >= 64 * 1024 * 4  # the hidden activation
+    loss.backward()
+    del loss
+    assert torch.neuron.memory_allocated() == base

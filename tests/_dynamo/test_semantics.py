@@ -38,6 +38,23 @@ def test_dynamo_device_interface_is_registered():
     assert not interface.is_triton_capable()
 
 
+def test_default_backend_selects_neuron_for_neuron_graphs_only():
+    compiled = torch.compile(scale_shift)
+    x = torch.randn(4, 3, device="neuron")
+    assert_matches(compiled(x), scale_shift(x))
+    assert neuron_dynamo.get_dynamo_metrics()["num_graphs"] == 1
+    cpu = torch.randn(4, 3)
+    torch.testing.assert_close(compiled(cpu), scale_shift(cpu))  # Inductor's graph
+    assert neuron_dynamo.get_dynamo_metrics()["num_graphs"] == 1
+
+
+def test_default_backend_inductor_settings_warn_on_neuron_graphs():
+    x = torch.randn(4, 3, device="neuron")
+    with pytest.warns(UserWarning, match="configure Inductor, which does not compile for neuron"):
+        out = torch.compile(scale_shift, mode="max-autotune-no-cudagraphs")(x)
+    assert_matches(out, scale_shift(x))
+
+
 @pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
 def test_symbolic_shapes_are_rejected(how):
     x = torch.randn(6, 3, device="neuron")

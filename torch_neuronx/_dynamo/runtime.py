@@ -2,10 +2,12 @@
 
 Device memory is host memory, so inputs are passed as zero-copy CPU aliases
 (``torch.ops.neuron.as_cpu``) and the compiled code reads and writes device memory in place.
-Outputs that alias an input come back as views of that input. Fresh outputs are moved to the
-device storage by storage, which keeps their strides, offsets and any sharing between them,
-all of which AOTAutograd relies on. Outputs that only the backward graph reads (saved
-activations) never leave the host.
+While the graph runs, the core's pool serves its allocations: results, activations saved for
+the backward graph and scratch buffers are device memory, which the allocator's limits and
+statistics cover as in eager mode. Outputs that alias an input come back as views of that
+input. Fresh outputs become neuron tensors storage by storage, sharing the pool memory with no
+copy and keeping their strides, offsets and any sharing between them, all of which AOTAutograd
+relies on. Outputs that only the backward graph reads (saved activations) stay host tensors.
 """
 
 import torch
@@ -37,12 +39,20 @@ class HostGraph:
 
     def __call__(self, args):
         owners = {}
+        core = None
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 owners.setdefault(arg.untyped_storage().data_ptr(), arg)
+                if core is None and arg.device.type == "neuron":
+                    core = arg.device.index
         host_args = [_host_alias(a) for a in args]
         args.clear()
-        outs = self.compiled(host_args)
+        previous = torch.ops.neuron.exchange_pool(
+            torch.neuron.current_device() if core is None else core)
+        try:
+            outs = self.compiled(host_args)
+        finally:
+            torch.ops.neuron.exchange_pool(previous)
         moved = {}
         return [self._place(o, p, owners, moved) for o, p in zip(outs, self.placements)]
 
@@ -58,16 +68,11 @@ class HostGraph:
                 return out
             return _view(owner.untyped_storage(), out, owner.device)
         storage = moved.get(ptr) if ptr else None
-        if storage is None:
-            host = out.untyped_storage()
-            storage = torch.UntypedStorage(host.nbytes(), device=_device(placement))
-            storage.copy_(host)
-            if ptr:
-                moved[ptr] = storage
-        return _view(storage, out, storage.device)
-
-
-def _device(placement):
-    if placement == "current":
-        return torch.device("neuron", torch.neuron.current_device())
-    return placement
+        if storage is not None:
+            return _view(storage, out, storage.device)
+        core = placement.index if isinstance(placement, torch.device) else None
+        result = torch.ops.neuron.to_device_alias(
+            out, torch.neuron.current_device() if core is None else core)
+        if ptr:
+            moved[ptr] = result.untyped_storage()
+        return result
