@@ -11,6 +11,9 @@
 
 #include <torch/library.h>
 
+#include <memory>
+#include <vector>
+
 namespace neuron {
 namespace {
 
@@ -28,9 +31,26 @@ at::Tensor to_device_alias(const at::Tensor& host, int64_t device) {
   return tensor_over(device_alias(host.storage(), index), host, c10::DispatchKey::PrivateUse1);
 }
 
-int64_t exchange_pool(int64_t device) {
-  auto index = static_cast<c10::DeviceIndex>(device);
-  return exchange_pool_device(index < 0 ? index : check_device(index));
+// What the host kernels of a neuron op see (Fallback.cpp): the core's pool serves CPU
+// allocations and the core's generator is the default CPU generator. Compiled graphs run all
+// their kernels on the host, so the runtime enters this around each call.
+struct CoreScope {
+  explicit CoreScope(c10::DeviceIndex device)
+      : pool(device), rng(host_generator(std::nullopt, device)) {}
+  DevicePoolScope pool;
+  ScopedDefaultCPUGenerator rng;
+};
+
+thread_local std::vector<std::unique_ptr<CoreScope>> core_scopes;
+
+void enter_core(int64_t device) {
+  core_scopes.push_back(
+      std::make_unique<CoreScope>(check_device(static_cast<c10::DeviceIndex>(device))));
+}
+
+void exit_core() {
+  TORCH_CHECK(!core_scopes.empty(), "neuron::exit_core called without neuron::enter_core");
+  core_scopes.pop_back();
 }
 
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
@@ -120,7 +140,8 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
   m.def("to_device_alias(Tensor host, int device) -> Tensor", &to_device_alias);
-  m.def("exchange_pool(int device) -> int", &exchange_pool);
+  m.def("enter_core(int device) -> ()", &enter_core);
+  m.def("exit_core() -> ()", &exit_core);
   m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);

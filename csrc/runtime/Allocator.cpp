@@ -355,14 +355,10 @@ const bool g_cpu_allocator_installed = [] {
 } // namespace
 
 DevicePoolScope::DevicePoolScope(c10::DeviceIndex device)
-    : previous_(exchange_pool_device(device)) {}
+    : previous_(std::exchange(tls_pool_device, device)) {}
 
 DevicePoolScope::~DevicePoolScope() {
   tls_pool_device = previous_;
-}
-
-c10::DeviceIndex exchange_pool_device(c10::DeviceIndex device) {
-  return std::exchange(tls_pool_device, device);
 }
 
 c10::DeviceIndex pool_device_of(const c10::StorageImpl* storage) {

@@ -42,10 +42,6 @@ class DevicePoolScope {
   c10::DeviceIndex previous_;
 };
 
-// Sets the device whose pool serves this thread's CPU allocations (-1: none) and returns the
-// previous one: DevicePoolScope for callers that cannot hold a C++ scope (compiled graphs).
-c10::DeviceIndex exchange_pool_device(c10::DeviceIndex device);
-
 // The device whose pool a CPU storage's memory came from (in a DevicePoolScope), or -1.
 c10::DeviceIndex pool_device_of(const c10::StorageImpl* storage);
 

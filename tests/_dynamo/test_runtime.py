@@ -59,3 +59,20 @@ def test_compiled_saved_activations_count_as_device_memory():
     loss.backward()
     del loss
     assert torch.neuron.memory_allocated() == base
+
+
+def test_compiled_random_ops_draw_from_the_neuron_generator():
+    drop = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True),
+                         backend="neuron")
+    x = torch.ones(4096, device="neuron")
+    masks = []
+    for cpu_seed in (1, 2):
+        torch.neuron.manual_seed(7)
+        torch.default_generator.manual_seed(cpu_seed)  # the CPU generator only
+        masks.append(drop(x).cpu())
+    assert torch.equal(masks[0], masks[1])
+    assert 1000 < int((masks[0] == 0).sum()) < 3000
+    cpu_state, core_state = torch.get_rng_state(), torch.neuron.get_rng_state()
+    drop(x)
+    assert torch.equal(torch.get_rng_state(), cpu_state)
+    assert not torch.equal(torch.neuron.get_rng_state(), core_state)
