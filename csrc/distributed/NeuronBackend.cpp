@@ -4,6 +4,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace neuron::dist {
@@ -23,6 +25,27 @@ at::Tensor as_cpu(const at::Tensor& t) {
   // join the autograd graph.
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return op.call(t);
+}
+
+// Completions running on gloo's threads. The reference a completion holds to its work may be
+// the last one to the caller's tensors, and dropping that calls into Python; during interpreter
+// shutdown such a thread would be killed there, aborting the process. The Python layer waits
+// for these to drain, without the GIL, before the interpreter shuts down.
+std::mutex in_flight_mutex;
+std::condition_variable in_flight_cv;
+int64_t in_flight = 0;
+
+void begin_completion() {
+  std::lock_guard<std::mutex> lock(in_flight_mutex);
+  ++in_flight;
+}
+
+void end_completion() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex);
+    --in_flight;
+  }
+  in_flight_cv.notify_all();
 }
 
 std::string message(const std::exception& e) {
@@ -136,12 +159,17 @@ void NeuronWork::attach(const c10::intrusive_ptr<NeuronWork>& work, WorkPtr gloo
   } catch (const c10::Error&) {
     // Gloo's send, recv and reduce_scatter works have no future and finish only inside wait().
   }
+  begin_completion();
   if (done) {
-    done->addCallback([work](c10::ivalue::Future& f) { work->complete(f.exception_ptr()); });
+    done->addCallback([work = work](c10::ivalue::Future& f) mutable {
+      work->complete(f.exception_ptr());
+      work.reset();
+      end_completion();
+    });
     return;
   }
   // A thread waits for such a work, so that isCompleted() and the future stay asynchronous.
-  std::thread([work, gloo] {
+  std::thread([work = work, gloo]() mutable {
     std::exception_ptr error;
     try {
       if (!gloo->wait()) {
@@ -151,7 +179,15 @@ void NeuronWork::attach(const c10::intrusive_ptr<NeuronWork>& work, WorkPtr gloo
       error = std::current_exception();
     }
     work->complete(error);
+    work.reset();
+    gloo.reset();
+    end_completion();
   }).detach();
+}
+
+bool wait_for_completions(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(in_flight_mutex);
+  return in_flight_cv.wait_for(lock, timeout, [] { return in_flight == 0; });
 }
 
 void NeuronWork::complete(std::exception_ptr error) {

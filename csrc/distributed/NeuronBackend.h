@@ -25,6 +25,9 @@ class HostArgs {
   std::optional<c10::Device> device_;
 };
 
+// Waits until no collective is completing on a transport thread; false on timeout.
+bool wait_for_completions(std::chrono::milliseconds timeout);
+
 // A collective in flight: completes, with the caller's tensors as its value, when gloo's does.
 class NeuronWork final : public c10d::Work {
  public:

@@ -27,6 +27,17 @@ dist.destroy_process_group()
 print("ok")
 """
 
+EXIT_WITH_COLLECTIVES_COMPLETING = """
+import datetime, torch, torch.distributed as dist
+dist.init_process_group("neuron", init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                        timeout=datetime.timedelta(seconds=30))
+# The script lets go of these works and tensors at once, so some completions are still running
+# on gloo's thread, holding the last references, as the interpreter shuts down.
+for _ in range(200):
+    dist.all_reduce(torch.ones(1024, device="neuron"), op=dist.ReduceOp.AVG, async_op=True)
+print("ok")
+"""
+
 
 def launch(args, env=None, timeout=120):
     full_env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", **(env or {}))
@@ -75,3 +86,10 @@ def test_torchrun_rank_beyond_emulated_cores():
     done = torchrun(2, [script, "--steps", "1"], {"NEURON_RT_NUM_CORES": "1"})
     assert done.returncode != 0
     assert "LOCAL_RANK=1 has no NeuronCore" in done.stderr, done.stderr
+
+
+def test_exit_while_collectives_complete_does_not_abort():
+    # It used to abort ("terminate called without an active exception") about half the time.
+    for _ in range(4):
+        done = launch(["-c", EXIT_WITH_COLLECTIVES_COMPLETING.format(port=free_port())])
+        assert done.returncode == 0 and "ok" in done.stdout, done.stderr

@@ -1,10 +1,14 @@
 """Registration of the ``neuron`` c10d backend and its per-group creator."""
 
+import atexit
+import functools
+
 import torch.distributed as dist
 
 from torch_neuronx.distributed import launch
 
 NAME = "neuron"
+EXIT_DRAIN_TIMEOUT_S = 30.0
 
 
 def register():
@@ -29,4 +33,12 @@ def create(opts, pg_options):
     from torch_neuronx.distributed import rng
 
     rng.install()
+    _drain_completions_at_exit(_C_dist)
     return _C_dist.NeuronBackend(gloo)
+
+
+@functools.cache
+def _drain_completions_at_exit(module):
+    # A collective that finishes on a transport thread as the script ends releases the
+    # caller's tensors there, which needs the interpreter; let it finish before shutdown.
+    atexit.register(module.wait_for_completions, EXIT_DRAIN_TIMEOUT_S)
