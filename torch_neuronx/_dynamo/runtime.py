@@ -4,10 +4,11 @@ Device memory is host memory, so inputs are passed as zero-copy CPU aliases
 (``torch.ops.neuron.as_cpu``) and the compiled code reads and writes device memory in place.
 While the graph runs, the core's pool serves its allocations: results, activations saved for
 the backward graph and scratch buffers are device memory, which the allocator's limits and
-statistics cover as in eager mode. Its random ops draw from the core's generator. Outputs that alias an input come back as views of that
-input. Fresh outputs become neuron tensors storage by storage, sharing the pool memory with no
-copy and keeping their strides, offsets and any sharing between them, all of which AOTAutograd
-relies on. Outputs that only the backward graph reads (saved activations) stay host tensors.
+statistics cover as in eager mode; its random ops draw from the core's generator. Outputs that
+alias an input come back as views of that input. Fresh outputs become neuron tensors storage by
+storage, sharing the pool memory with no copy and keeping their strides, offsets and any
+sharing between them, all of which AOTAutograd relies on. Outputs that only the backward graph
+reads (saved activations) stay host tensors.
 """
 
 import torch

@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch_neuronx.distributed import launch
 
 NAME = "neuron"
-EXIT_DRAIN_TIMEOUT_S = 30.0
+EXIT_DRAIN_TIMEOUT_S = 10.0
 
 
 def register():
