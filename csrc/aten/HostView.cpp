@@ -20,6 +20,15 @@ c10::Storage new_device_storage(size_t nbytes, c10::DeviceIndex device) {
       nbytes, device_allocator()->allocate_on(nbytes, device), device_allocator(), true));
 }
 
+c10::Storage device_copy(const c10::StorageImpl* host, c10::DeviceIndex device) {
+  size_t nbytes = host->nbytes();
+  auto out = new_device_storage(nbytes, device);
+  if (nbytes > 0) {
+    std::memcpy(out.mutable_data(), host->data(), nbytes);
+  }
+  return out;
+}
+
 } // namespace
 
 c10::Storage host_storage(c10::StorageImpl* device_storage) {
@@ -70,22 +79,14 @@ c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device)
     return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
         c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data), device_allocator(), true));
   }
-  auto out = new_device_storage(nbytes, device);
-  if (nbytes > 0) {
-    std::memcpy(out.mutable_data(), impl->data(), nbytes);
-  }
-  return out;
+  return device_copy(impl, device);
 }
 
 c10::Storage device_alias(const c10::Storage& host, c10::DeviceIndex device) {
   auto* impl = host.unsafeGetStorageImpl();
   size_t nbytes = impl->nbytes();
   if (pool_device_of(impl) != device) {
-    auto out = new_device_storage(nbytes, device);
-    if (nbytes > 0) {
-      std::memcpy(out.mutable_data(), impl->data(), nbytes);
-    }
-    return out;
+    return device_copy(impl, device);
   }
   // Growing the host storage would free the memory that the neuron storage shares.
   impl->set_resizable(false);

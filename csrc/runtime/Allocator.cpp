@@ -179,16 +179,16 @@ class Pools {
   }
 
   void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
     for (auto& d : devices_) {
-      std::lock_guard<std::mutex> lock(mutex_);
       release_cached(*d);
     }
   }
 
   c10::DeviceIndex device_of(const void* ptr) {
     auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
     for (auto& d : devices_) {
-      std::lock_guard<std::mutex> lock(mutex_);
       auto it = d->segments.upper_bound(p);
       if (it != d->segments.begin()) {
         --it;
