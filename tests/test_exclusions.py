@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
 
+import torch_neuronx
+
 LIMITS = "docs/limitations.md"
 
 
@@ -99,8 +101,24 @@ def test_channels_last_is_refused(convert):
         convert(torch.randn(1, 3, 4, 4))
 
 
-def test_channels_last_cpu_tensor_moves_as_contiguous():
+def test_cpu_tensor_moves_with_its_strides():
+    # Only an explicit channels_last request is refused; a move preserves the layout, as CPU
+    # and CUDA do, because strides decide the order (and so the bits) of later reductions.
     x = torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last)
-    n = x.to("neuron")
-    assert n.is_contiguous() and torch.equal(n.cpu(), x)
-    assert x.to("neuron", memory_format=torch.preserve_format).is_contiguous()
+    for n in (x.to("neuron"), x.to("neuron", memory_format=torch.preserve_format)):
+        assert n.stride() == x.stride() and torch.equal(n.cpu(), x)
+    t = torch.randn(3, 4, 5).transpose(0, -1).contiguous().transpose(0, -1)
+    assert t.to("neuron").stride() == t.stride()
+
+
+def test_fp8_scaled_matmul_takes_the_cpu_fallback_tier():
+    torch_neuronx.clear_op_tracking()
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(16, 32, generator=gen).to(torch.float8_e4m3fn)
+    b = torch.randn(16, 32, generator=gen).to(torch.float8_e4m3fn).t()
+    scale = torch.tensor(0.5)
+    expected = torch._scaled_mm(a, b, scale, scale, out_dtype=torch.bfloat16)
+    n = [t.to("neuron") for t in (a, b, scale)]
+    out = torch._scaled_mm(n[0], n[1], n[2], n[2], out_dtype=torch.bfloat16)
+    assert out.device.type == "neuron" and torch.equal(out.cpu(), expected)
+    assert torch_neuronx.get_fallback_ops() == ["aten::_scaled_mm"]

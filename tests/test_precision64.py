@@ -80,3 +80,17 @@ def test_narrowing_is_counted():
     torch_neuronx.metrics.clear_counters()
     torch.ones(5, dtype=torch.float64).to("neuron")
     assert torch_neuronx.metrics.get_counter_value("Narrowed64BitValues") == 5
+
+
+def test_views_of_unwritten_int64_memory_are_not_checked():
+    # repeat() writes through unfold() views of memory nothing has written yet; only values an
+    # op produced are subject to the int32 range.
+    i = torch.arange(5, device="neuron")
+    for shape in ((10,), (30,)):
+        # Freed blocks keep their bytes: as int64, these read as values far outside int32.
+        freed = torch.full(shape, -1e30, dtype=torch.float64, device="neuron")
+        del freed
+        assert torch.equal(i.repeat(shape[0] // 5).cpu(), torch.arange(5).repeat(shape[0] // 5))
+    assert torch.equal(i.repeat(2, 3).cpu(), torch.arange(5).repeat(2, 3))
+    assert torch.equal(torch.empty(4, dtype=torch.int64, device="neuron").fill_(7).cpu(),
+                       torch.full((4,), 7))

@@ -43,3 +43,23 @@ def register_device_module(module):
     # thread's; running it on the calling thread, as CPU tensors do, keeps one team.
     torch._C._set_multithreading_enabled(False)
     sys.modules.setdefault("torch.neuron", module)
+    _format_values_on_host()
+
+
+def _format_values_on_host():
+    """Makes print() format a neuron tensor's values from a zero-copy host view."""
+    # Torch formats a tensor with ops on its device (masked_select, .double(), .half()).
+    # Printing is not the user's computation: it must not be tracked as a CPU fallback, nor meet
+    # the 64-bit or FP8 policies, nor fail under NEURON_FALLBACK_ENABLED=0. Torch itself moves
+    # xla and lazy tensors to the CPU before formatting them.
+    format_values = torch._tensor_str._tensor_str
+    if getattr(format_values, "_neuron_host_view", False):
+        return
+
+    def format_host_values(tensor, indent):
+        if tensor.device.type == "neuron":
+            tensor = torch.ops.neuron.as_cpu(tensor.detach())
+        return format_values(tensor, indent)
+
+    format_host_values._neuron_host_view = True
+    torch._tensor_str._tensor_str = format_host_values

@@ -26,14 +26,13 @@ Registry& registry() {
 
 } // namespace
 
-OpCounts* op_counts(const c10::OperatorName& name) {
-  auto key = c10::toString(name);
+OpCounts* op_counts(const std::string& name) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto& slot = r.ops[key];
+  auto& slot = r.ops[name];
   if (!slot) {
     slot = std::make_unique<OpCounts>();
-    slot->name = key;
+    slot->name = name;
   }
   return slot.get();
 }
@@ -58,6 +57,9 @@ std::vector<std::pair<std::string, int64_t>> counter_values() {
     if (auto v = counts->fallback.load()) {
       out.emplace_back("FallbackOp::" + name, v);
     }
+    if (auto v = counts->compiled_fallback.load()) {
+      out.emplace_back("CompiledFallbackOp::" + name, v);
+    }
   }
   return out;
 }
@@ -71,6 +73,7 @@ void clear_counters() {
   for (auto& [name, counts] : r.ops) {
     counts->native.store(0);
     counts->fallback.store(0);
+    counts->compiled_fallback.store(0);
   }
 }
 

@@ -16,6 +16,8 @@ struct OpCounts {
   std::string name;
   std::atomic<int64_t> native{0};
   std::atomic<int64_t> fallback{0};
+  // The fallback calls made by compiled graphs (counted in `fallback` too).
+  std::atomic<int64_t> compiled_fallback{0};
   std::atomic<bool> warned{false};
 };
 
@@ -31,9 +33,10 @@ enum class Counter : int {
 };
 
 // The counts of one op; the record lives for the whole process.
-OpCounts* op_counts(const c10::OperatorName& name);
+OpCounts* op_counts(const std::string& name);
 void count(Counter counter, int64_t n = 1);
-// Every non-zero counter as (name, value); op counters are "NativeOp::<op>" and "FallbackOp::<op>".
+// Every non-zero counter as (name, value); op counters are "NativeOp::<op>", "FallbackOp::<op>"
+// and "CompiledFallbackOp::<op>".
 std::vector<std::pair<std::string, int64_t>> counter_values();
 void clear_counters();
 

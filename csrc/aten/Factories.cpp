@@ -8,9 +8,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <numeric>
-#include <vector>
 
 namespace neuron {
 namespace {
@@ -37,36 +34,14 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
       c10::dtype_or_default(dtype), memory_format);
 }
 
-// True when `stride` lays `size` out densely with no overlap, in some dimension order.
-bool is_dense_permutation(c10::IntArrayRef size, c10::IntArrayRef stride) {
-  std::vector<int64_t> dims(size.size());
-  std::iota(dims.begin(), dims.end(), 0);
-  std::sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return stride[a] < stride[b]; });
-  int64_t expected = 1;
-  for (auto d : dims) {
-    if (size[d] == 1) {
-      continue;
-    }
-    if (stride[d] != expected) {
-      return false;
-    }
-    expected *= size[d];
-  }
-  return true;
-}
-
-// Neuron memory holds tensors in row-major order only, so a dense request in another order
-// (channels_last, a transposed layout) is served contiguous, as on Trainium.
+// Strides are kept exactly, as CPU keeps them (clone, *_like and .to preserve a permuted
+// layout): they decide the order of reductions, and so the bits of their results. Only an
+// explicit channels_last request is refused (empty.memory_format).
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
     std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
     std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_64bit_dtype(c10::dtype_or_default(dtype), "tensor creation");
   c10::DeviceGuard guard(c10::Device(kNeuron, device_index(device)));
-  if (is_dense_permutation(size, stride)) {
-    return at::detail::empty_generic(size, device_allocator(),
-        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype),
-        c10::MemoryFormat::Contiguous);
-  }
   return at::detail::empty_strided_generic(size, stride, device_allocator(),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
 }

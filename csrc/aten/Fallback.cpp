@@ -58,6 +58,9 @@ struct ArgInfo {
 struct OpInfo {
   c10::OperatorName name;
   std::vector<ArgInfo> args;
+  // Per return: whether it aliases an argument. A view holds no values the op produced, and a
+  // written argument is checked as an argument.
+  std::vector<bool> aliased_returns;
   bool has_generator;
   // Draws random numbers from the default CPU generator, having no generator argument.
   bool implicit_rng;
@@ -85,12 +88,17 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
         arg.name() == "memory_format", arg.name() == "indices"});
     has_generator |= generator;
   }
+  std::vector<bool> aliased_returns;
+  for (const auto& ret : schema.returns()) {
+    aliased_returns.push_back(ret.alias_info() != nullptr);
+  }
   bool implicit_rng = !has_generator && op.hasTag(at::Tag::nondeterministic_seeded);
   bool fp8_data_op = fp8_data_ops().count(c10::toString(schema.operator_name())) > 0;
   return cache
       .insert_or_assign(&schema,
-          OpInfo{schema.operator_name(), std::move(args), has_generator, implicit_rng,
-              fp8_data_op, op_counts(schema.operator_name())})
+          OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns),
+              has_generator, implicit_rng, fp8_data_op,
+              op_counts(c10::toString(schema.operator_name()))})
       .first->second;
 }
 
@@ -102,6 +110,21 @@ bool is_channels_last(const c10::IValue& v) {
   return f == c10::MemoryFormat::ChannelsLast || f == c10::MemoryFormat::ChannelsLast3d;
 }
 
+void announce(OpCounts& counts, bool compiled) {
+  TORCH_CHECK(fallback_enabled(), "Operator '", counts.name, "' has no native neuron "
+      "implementation and the CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0). Unset "
+      "NEURON_FALLBACK_ENABLED to let it run on the host, or avoid the op; see "
+      "docs/limitations.md");
+  counts.fallback.fetch_add(1, std::memory_order_relaxed);
+  if (compiled) {
+    counts.compiled_fallback.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!counts.warned.exchange(true)) {
+    log("WARNING", "Operator '" + counts.name + "' executed via CPU fallback" +
+        (compiled ? " (in a compiled graph)" : ""));
+  }
+}
+
 class HostCall {
  public:
   HostCall(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool copy)
@@ -111,7 +134,7 @@ class HostCall {
     const auto& info = op_info(op_);
     fp8_data_op_ = info.fp8_data_op;
     if (copy_) {
-      announce_fallback(*info.counts);
+      announce(*info.counts, /*compiled=*/false);
     } else {
       info.counts->native.fetch_add(1, std::memory_order_relaxed);
     }
@@ -146,24 +169,14 @@ class HostCall {
       finish(stack_[i]);
     }
     if (policy_64bit() != Policy64::Native) {
-      narrow_results(nret);
+      narrow_results(info.aliased_returns);
     }
   }
 
  private:
-  void announce_fallback(OpCounts& counts) {
-    TORCH_CHECK(fallback_enabled(), "Operator '", schema_.operator_name(), "' has no native "
-        "neuron implementation and the CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0). "
-        "Unset NEURON_FALLBACK_ENABLED to let it run on the host, or avoid the op; see "
-        "docs/limitations.md");
-    counts.fallback.fetch_add(1, std::memory_order_relaxed);
-    if (!counts.warned.exchange(true)) {
-      log("WARNING", "Operator '" + counts.name + "' executed via CPU fallback");
-    }
-  }
-
-  // Values the device now holds are 32-bit; see Policy.h.
-  void narrow_results(size_t nret) {
+  // Values the device now holds are 32-bit; see Policy.h. Only values the op wrote are
+  // looked at: a view of an argument may show memory nothing has written yet.
+  void narrow_results(const std::vector<bool>& aliased_returns) {
     auto narrow = [this](const at::Tensor& t) {
       if (t.defined() && t.device().type() == kNeuron && is_64bit(t.scalar_type())) {
         enforce_64bit(t, c10::toString(schema_.operator_name()));
@@ -174,8 +187,12 @@ class HostCall {
         narrow(ta.device);
       }
     }
-    for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
-      const auto& v = stack_[i];
+    const size_t first = stack_.size() - aliased_returns.size();
+    for (size_t i = 0; i < aliased_returns.size(); ++i) {
+      if (aliased_returns[i]) {
+        continue;
+      }
+      const auto& v = stack_[first + i];
       if (v.isTensor()) {
         narrow(v.toTensor());
       } else if (v.isTensorList()) {
@@ -249,7 +266,8 @@ class HostCall {
     }
     note_device(t.device().index(), arg);
     check_mixing();
-    TORCH_CHECK(!is_fp8(t.scalar_type()) || fp8_data_op_, schema_.operator_name(), " on ",
+    // The CPU-fallback tier takes FP8 too (FP8 scaled matmul runs there, docs/limitations.md).
+    TORCH_CHECK(!is_fp8(t.scalar_type()) || fp8_data_op_ || copy_, schema_.operator_name(), " on ",
         t.scalar_type(), " neuron tensors: FP8 compute on Trainium needs NKI kernels (FP8 "
         "tensors can be created, copied and cast here). Cast to bfloat16 first, or write the "
         "computation as an NKI kernel; see docs/limitations.md");
@@ -390,6 +408,10 @@ void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   HostCall(op, stack, true).run();
+}
+
+void announce_fallback(const std::string& op, bool compiled) {
+  announce(*op_counts(op), compiled);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -9,5 +9,8 @@ namespace neuron {
 void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // CPU-fallback tier: inputs are copied to the host, the CPU kernel runs, results are copied back.
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Reports one call of a CPU-fallback-tier op (eagerly or inside a compiled graph): counts it,
+// warns once per op, and raises when NEURON_FALLBACK_ENABLED=0.
+void announce_fallback(const std::string& op, bool compiled);
 
 } // namespace neuron

@@ -1,6 +1,7 @@
 // The torch.ops.neuron helpers that the Python layer calls (no pybind in the core library).
 
 #include "aten/Counters.h"
+#include "aten/Fallback.h"
 #include "aten/HostView.h"
 #include "aten/Policy.h"
 #include "aten/Routing.h"
@@ -9,6 +10,7 @@
 #include "runtime/Generator.h"
 #include "runtime/HostAllocator.h"
 
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -51,6 +53,37 @@ void enter_core(int64_t device) {
 void exit_core() {
   TORCH_CHECK(!core_scopes.empty(), "neuron::exit_core called without neuron::enter_core");
   core_scopes.pop_back();
+}
+
+// The 64-bit policy inside a compiled graph: the compiler inserts this after each op that
+// yields 64-bit values, as eager applies it after every neuron op.
+at::Tensor narrow_64bit(const at::Tensor& self, c10::string_view source) {
+  auto out = self.clone();
+  narrow_64bit_values(out, std::string(source));
+  return out;
+}
+
+at::Tensor narrow_64bit_meta(const at::Tensor& self, c10::string_view) {
+  return at::empty_like(self);
+}
+
+std::string policy_64bit_name() {
+  switch (policy_64bit()) {
+    case Policy64::Narrow:
+      return "narrow";
+    case Policy64::Native:
+      return "native";
+    case Policy64::Error:
+      return "error";
+  }
+  return "";
+}
+
+// Reports the CPU-fallback-tier ops a compiled graph is about to run, once per call each.
+void record_compiled_fallback(std::vector<std::string> ops) {
+  for (const auto& op : ops) {
+    announce_fallback(op, /*compiled=*/true);
+  }
 }
 
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
@@ -142,6 +175,9 @@ TORCH_LIBRARY(neuron, m) {
   m.def("to_device_alias(Tensor host, int device) -> Tensor", &to_device_alias);
   m.def("enter_core(int device) -> ()", &enter_core);
   m.def("exit_core() -> ()", &exit_core);
+  m.def("narrow_64bit(Tensor self, str source) -> Tensor");
+  m.def("policy_64bit() -> str", &policy_64bit_name);
+  m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);
   m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);
@@ -161,6 +197,11 @@ TORCH_LIBRARY_IMPL(neuron, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {
   m.impl("as_cpu", TORCH_FN(as_cpu_identity));
+  m.impl("narrow_64bit", TORCH_FN(narrow_64bit));
+}
+
+TORCH_LIBRARY_IMPL(neuron, Meta, m) {
+  m.impl("narrow_64bit", TORCH_FN(narrow_64bit_meta));
 }
 
 } // namespace

@@ -65,13 +65,18 @@ void check_64bit_dtype(c10::ScalarType dtype, const std::string& source) {
 }
 
 void enforce_64bit(const at::Tensor& t, const std::string& source) {
-  auto dtype = t.scalar_type();
-  if (!is_64bit(dtype) || policy_64bit() == Policy64::Native || t.numel() == 0) {
+  if (is_64bit(t.scalar_type())) {
+    narrow_64bit_values(host_view(t), source);
+  }
+}
+
+void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
+  auto dtype = host.scalar_type();
+  if (!is_64bit(dtype) || policy_64bit() == Policy64::Native || host.numel() == 0) {
     return;
   }
   check_64bit_dtype(dtype, source);
   notice_once();
-  auto host = host_view(t);
   if (dtype == c10::kLong) {
     auto [lo, hi] = host.aminmax();
     auto low = lo.item<int64_t>();
@@ -86,7 +91,7 @@ void enforce_64bit(const at::Tensor& t, const std::string& source) {
   }
   auto narrow = dtype == c10::kDouble ? c10::kFloat : c10::kComplexFloat;
   host.copy_(host.to(narrow));
-  count(Counter::Narrowed64Bit, t.numel());
+  count(Counter::Narrowed64Bit, host.numel());
 }
 
 bool fallback_enabled() {

@@ -19,6 +19,9 @@ Policy64 policy_64bit();
 // Applies the 64-bit policy to a neuron tensor that just received data from `source`
 // (an op name or a transfer).
 void enforce_64bit(const at::Tensor& t, const std::string& source);
+// The same for a host tensor holding values the device just produced: int64 values are checked
+// against the int32 range, float64 and complex128 values rounded to 32-bit precision in place.
+void narrow_64bit_values(const at::Tensor& host, const std::string& source);
 // Refuses 64-bit floating tensors on the device under TORCH_NEURONX_64BIT=error.
 void check_64bit_dtype(c10::ScalarType dtype, const std::string& source);
 

@@ -104,6 +104,27 @@ void premultiply(std::vector<at::Tensor>& inputs, const ReduceOp& op, bool in_pl
   }
 }
 
+// The tensor of a whole-group collective (all-gather's output, reduce-scatter's input) in the
+// one layout gloo takes: the ranks' parts concatenated along dim 0. Torch documents the
+// stacked layout too, and NCCL takes any contiguous tensor of the right size (accelerate
+// passes a flat one), so every such tensor is viewed that way.
+at::Tensor as_concatenated(const at::Tensor& whole, const at::Tensor& part, int64_t world) {
+  if (part.dim() == 0 || whole.numel() != world * part.numel() || !whole.is_contiguous()) {
+    return whole;
+  }
+  auto shape = part.sizes().vec();
+  shape[0] *= world;
+  return whole.view(shape);
+}
+
+std::vector<at::Tensor> as_concatenated(
+    std::vector<at::Tensor> wholes, const std::vector<at::Tensor>& parts, int64_t world) {
+  for (size_t i = 0; i < wholes.size() && i < parts.size(); ++i) {
+    wholes[i] = as_concatenated(wholes[i], parts[i], world);
+  }
+  return wholes;
+}
+
 void set_average(HostArgs& host, const ReduceOp& op, const std::vector<at::Tensor>& outputs) {
   if (op.op_ == ReduceOp::AVG) {
     host.averaged = outputs;
@@ -344,8 +365,8 @@ WorkPtr NeuronBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
 WorkPtr NeuronBackend::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   return run(OpType::_ALLGATHER_BASE, {output}, -1, [&](HostArgs& host) {
-    auto out = host(output);
     auto in = host(input);
+    auto out = as_concatenated(host(output), in, size_);
     return gloo_->_allgather_base(out, in, opts);
   });
 }
@@ -353,8 +374,8 @@ WorkPtr NeuronBackend::_allgather_base(
 WorkPtr NeuronBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   return run(OpType::COALESCED, outputs, -1, [&](HostArgs& host) {
-    auto out = host(outputs);
     auto in = host(inputs);
+    auto out = as_concatenated(host(outputs), in, size_);
     return gloo_->allgather_into_tensor_coalesced(out, in, opts);
   });
 }
@@ -396,7 +417,7 @@ WorkPtr NeuronBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   return run(OpType::_REDUCE_SCATTER_BASE, {output}, -1, [&](HostArgs& host) {
     std::vector<at::Tensor> out{host(output)};
-    std::vector<at::Tensor> in{host(input)};
+    std::vector<at::Tensor> in{as_concatenated(host(input), out[0], size_)};
     premultiply(in, opts.reduceOp, /*in_place=*/false);
     set_average(host, opts.reduceOp, out);
     auto o = opts;
@@ -409,7 +430,7 @@ WorkPtr NeuronBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& 
     std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   return run(OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs, -1, [&](HostArgs& host) {
     auto out = host(outputs);
-    auto in = host(inputs);
+    auto in = as_concatenated(host(inputs), out, size_);
     premultiply(in, opts.reduceOp, /*in_place=*/false);
     set_average(host, opts.reduceOp, out);
     auto o = opts;

@@ -143,6 +143,27 @@ def check_allgather_into_tensor_coalesced(ctx):
     )
 
 
+def check_whole_group_tensor_layouts(ctx):
+    """all_gather_into_tensor's output and reduce_scatter_tensor's input may also be stacked
+    (torch's docs) or flat (what accelerate passes), as on NCCL; gloo's concatenated layout on
+    CPU tensors is the reference."""
+    layouts = ((ctx.world, 4, 3), (ctx.world * 12,))
+    part = inputs(ctx, (4, 3))
+    gathered = torch.zeros(ctx.world * 4, 3)
+    dist.all_gather_into_tensor(gathered, part, group=ctx.gloo)
+    for shape in layouts:
+        out = torch.zeros(shape, device=ctx.device)
+        dist.all_gather_into_tensor(out, part.to(ctx.device))
+        assert torch.equal(out.cpu().reshape(gathered.shape), gathered), shape
+    whole = inputs(ctx, (ctx.world * 4, 3), salt=1)
+    reduced = torch.zeros(4, 3)
+    dist.reduce_scatter_tensor(reduced, whole, group=ctx.gloo)
+    for shape in layouts:
+        out = torch.zeros(4, 3, device=ctx.device)
+        dist.reduce_scatter_tensor(out, whole.reshape(shape).to(ctx.device))
+        assert torch.equal(out.cpu(), reduced), shape
+
+
 def check_reduce_scatter(ctx):
     def scatter(op):
         return lambda out, ins, group: dist.reduce_scatter(out, ins, op, group)

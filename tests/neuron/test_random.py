@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 
@@ -66,3 +67,26 @@ def test_seed_functions():
     torch.neuron.seed_all()
     torch.neuron.manual_seed(42)
     assert torch.neuron.initial_seed() == 42
+
+
+@pytest.mark.parametrize("seed", [2**63, 2**64 - 1, -1, -2**63, 7])
+def test_every_seed_torch_takes(seed):
+    # torch takes any int from -2**63 to 2**64 - 1 (negative ones wrap), and torch.seed() draws
+    # from the whole uint64 range; seeding torch seeds every neuron core.
+    torch.manual_seed(seed)
+    expected = torch.initial_seed()
+    assert torch.neuron.initial_seed() == expected
+    a = torch.rand(4, device="neuron")
+    torch.neuron.manual_seed(seed)
+    assert torch.equal(torch.rand(4, device="neuron"), a)
+    torch.neuron.manual_seed_all(expected)
+    assert torch.neuron.initial_seed() == expected
+
+
+def test_random_seeds_and_torch_errors_for_the_rest():
+    for _ in range(64):  # half of the draws are >= 2**63
+        assert torch.seed() == torch.neuron.initial_seed()
+    assert 0 <= torch.neuron.seed() < 2**64
+    for seed in (2**64, -2**63 - 1):
+        with pytest.raises(ValueError, match="Overflow"):
+            torch.manual_seed(seed)

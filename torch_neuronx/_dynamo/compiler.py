@@ -14,6 +14,7 @@ add is small and ours: the graph's device constants become ``cpu``, and the runt
 import contextlib
 import functools
 import hashlib
+import operator
 import time
 
 import torch
@@ -24,11 +25,13 @@ from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch.fx.node import map_aggregate
 from torch.utils._python_dispatch import _disable_current_modes
 
+from torch_neuronx import op_policy
 from torch_neuronx._dynamo import artifacts, cache, metrics, toolchain
 from torch_neuronx._dynamo.runtime import HOST, HostGraph
 
 # Part of every cache key: change it when the same graph would compile differently.
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
+_64BIT = (torch.float64, torch.complex128, torch.int64)
 _CPU = torch.device("cpu")
 
 
@@ -57,6 +60,7 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     # AOTAutograd calls us inside its fake mode; the graph's constants are real tensors.
     with _disable_current_modes():
         _retarget_to_host(gm)
+        _apply_64bit_policy(gm)
         host_inputs = _host_inputs(example_inputs)
         key = _cache_key(gm, host_inputs, kind, inductor_kwargs)
     name = f"{options.model_name}-{kind}-{key[:24]}"
@@ -72,7 +76,7 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     artifacts.save_code(tag, compiled)
     graph_metrics.subgraphs.append(
         metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start))
-    return HostGraph(compiled, placements)
+    return HostGraph(compiled, placements, _cpu_fallback_ops(gm))
 
 
 def _placements(gm, kind):
@@ -131,6 +135,48 @@ def _retarget_to_host(gm):
             if isinstance(value, torch.Tensor) and value.device.type == "neuron":
                 setattr(owner, attr, torch.ops.neuron.as_cpu(value.detach()))
     gm.recompile()
+
+
+def _apply_64bit_policy(gm):
+    """Applies the 64-bit policy after every op that yields 64-bit values, as eager does."""
+    if torch.ops.neuron.policy_64bit() == "native":
+        return
+    for node in list(gm.graph.nodes):
+        value = node.meta.get("val")
+        if (node.op != "call_function" or not isinstance(value, torch.Tensor)
+                or value.dtype not in _64BIT or _is_view(node.target)):
+            continue
+        with gm.graph.inserting_after(node):
+            narrowed = gm.graph.call_function(torch.ops.neuron.narrow_64bit.default,
+                                              (node, f"{_op_name(node)} in a compiled graph"))
+        narrowed.meta["val"] = value
+        node.replace_all_uses_with(narrowed, delete_user_cb=lambda user: user is not narrowed)
+    gm.recompile()
+
+
+def _is_view(target):
+    # A view shows values some other op produced, and that op's output was narrowed.
+    return isinstance(target, torch._ops.OpOverload) and target.is_view
+
+
+def _op_name(node):
+    if node.target is operator.getitem:
+        node = node.args[0]
+    target = node.target
+    return target.name() if isinstance(target, torch._ops.OpOverload) else str(target)
+
+
+def _cpu_fallback_ops(gm):
+    """The CPU-fallback-tier ops the graph runs, once per call site (op_policy.json)."""
+    fallback = _cpu_fallback_op_names()
+    return [node.target.name() for node in gm.graph.nodes
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+            and node.target.name() in fallback]
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_fallback_op_names():
+    return frozenset("aten::" + name for name in op_policy.cpu_fallback_ops())
 
 
 def _attr_owner(gm, target):

@@ -7,8 +7,8 @@ the backward graph and scratch buffers are device memory, which the allocator's 
 statistics cover as in eager mode; its random ops draw from the core's generator. Outputs that
 alias an input come back as views of that input. Fresh outputs become neuron tensors storage by
 storage, sharing the pool memory with no copy and keeping their strides, offsets and any
-sharing between them, all of which AOTAutograd relies on. Outputs that only the backward graph
-reads (saved activations) stay host tensors.
+sharing between them, all of which AOTAutograd relies on. Fresh outputs that only the backward
+graph reads (saved activations) stay host tensors.
 """
 
 import torch
@@ -30,15 +30,19 @@ def _view(storage, like, device):
 class HostGraph:
     """A compiled graph, called with AOTAutograd's boxed convention, on neuron tensors."""
 
-    def __init__(self, compiled, placements):
+    def __init__(self, compiled, placements, cpu_fallback_ops):
         # placements[i]: torch.device for output i, "current" for the current neuron core,
         # or HOST to leave it on the host.
         # An instance attribute, because wrappers (functools.wraps) copy only __dict__.
         self._boxed_call = True
         self.compiled = compiled
         self.placements = placements
+        # Reported on every call, as eager reports each call of such an op.
+        self.cpu_fallback_ops = cpu_fallback_ops
 
     def __call__(self, args):
+        if self.cpu_fallback_ops:
+            torch.ops.neuron.record_compiled_fallback(self.cpu_fallback_ops)
         owners = {}
         core = None
         for arg in args:
@@ -58,15 +62,19 @@ class HostGraph:
 
     @staticmethod
     def _place(out, placement, owners, moved):
-        if not isinstance(out, torch.Tensor) or placement is HOST:
+        if not isinstance(out, torch.Tensor):
             return out
         ptr = out.untyped_storage().data_ptr()
         owner = owners.get(ptr) if ptr else None
         if owner is not None:
-            # An alias of an input stays one, on the input's device.
+            # An alias of an input stays one, on the input's device, even when only the backward
+            # reads it: the input's storage may get new memory before then (FSDP2 frees and
+            # re-allocates parameters between forward and backward), and a view follows it.
             if owner.device.type == "cpu":
                 return out
             return _view(owner.untyped_storage(), out, owner.device)
+        if placement is HOST:
+            return out
         storage = moved.get(ptr) if ptr else None
         if storage is not None:
             return _view(storage, out, storage.device)

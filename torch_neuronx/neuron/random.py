@@ -4,21 +4,32 @@ import torch
 
 from torch_neuronx.neuron.device import _index, device_count
 
+_UINT64 = 1 << 64
+
+
+def _seed_bits(seed):
+    """The uint64 seed torch would use for `seed`, as the int64 with the same bits."""
+    # A CPU generator applies torch's own rule (any int from -2**63 to 2**64 - 1, negative
+    # ones wrapped) and raises its own error for the rest.
+    value = torch.Generator().manual_seed(int(seed)).initial_seed()
+    return value - _UINT64 if value >= _UINT64 >> 1 else value
+
 
 def manual_seed(seed):
     """Seeds the current NeuronCore's generator."""
-    torch.ops.neuron.manual_seed(_index(), int(seed))
+    torch.ops.neuron.manual_seed(_index(), _seed_bits(seed))
 
 
 def manual_seed_all(seed):
     """Seeds every NeuronCore's generator."""
+    bits = _seed_bits(seed)
     for i in range(device_count()):
-        torch.ops.neuron.manual_seed(i, int(seed))
+        torch.ops.neuron.manual_seed(i, bits)
 
 
 def seed():
     """Seeds the current NeuronCore's generator from a random number."""
-    return torch.ops.neuron.seed(_index())
+    return torch.ops.neuron.seed(_index()) % _UINT64
 
 
 def seed_all():
@@ -29,7 +40,7 @@ def seed_all():
 
 def initial_seed():
     """The seed of the current NeuronCore's generator."""
-    return torch.ops.neuron.initial_seed(_index())
+    return torch.ops.neuron.initial_seed(_index()) % _UINT64
 
 
 def get_rng_state(device="neuron"):
