@@ -3,12 +3,13 @@
 Kernels are written against ``nki.language`` (nl) and ``nki.isa`` (nisa) and decorated with
 ``@nki.jit``; calls run them on the arguments' memory (numpy, CPU or neuron tensors) with
 stricter checks than AWS's simulator, and ``nki.estimate`` gives an analytical trn2/trn3
-latency estimate.  PyTorch integration lives in ``nki.torch_integration``.
+latency estimate.  PyTorch integration lives in ``nki.torch_integration``.  The simulator
+itself is the private ``nki._src`` package.
 """
-from . import isa, language, typing  # noqa: F401
-from .cost_model import CostReport, benchmark, estimate
-from .errors import NkiValidationError
-from .jit import Kernel, jit, simulate
+from . import cost_model, isa, language, typing  # noqa: F401
+from ._src.cost_model import CostReport, benchmark, estimate
+from ._src.errors import NkiValidationError
+from ._src.jit import Kernel, jit, simulate
 
 __all__ = ["CostReport", "Kernel", "NkiValidationError", "benchmark", "estimate", "isa", "jit",
            "language", "simulate", "typing"]

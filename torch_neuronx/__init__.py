@@ -11,6 +11,8 @@ def _autoload():
 
 # Defined before importing torch: `import torch_neuronx` imports torch, whose autoload then
 # looks up _autoload on this partially initialised module.
+import importlib.metadata as _metadata  # noqa: E402
+
 import torch as _torch  # noqa: E402
 
 from torch_neuronx import _library  # noqa: E402
@@ -41,7 +43,7 @@ from torch_neuronx.op_tracking import (  # noqa: E402
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
 _default_backend.install()
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("torchneuron")
 
 
 def __getattr__(name):

@@ -20,9 +20,13 @@ def _library_path():
 
 
 def load():
-    """Loads _C once; it registers the allocator, guard, hooks and kernels."""
+    """Loads _C once (it registers the allocator, guard, hooks and kernels) and tells it which
+    platform to emulate, before anything asks for a device."""
     if not hasattr(torch.ops.neuron, "route"):
         torch.ops.load_library(_library_path())
+        from torch_neuronx import platforms
+
+        platforms.configure_device()
 
 
 def register_device_module(module):
@@ -37,6 +41,7 @@ def register_device_module(module):
     from torch_neuronx import op_policy
 
     torch.ops.neuron.route(op_policy.cpu_fallback_ops(), op_policy.boolean_mask_ops(),
+                           op_policy.device_selecting_ops(), op_policy.host_composite_ops(),
                            op_policy.fp8_data_ops())
     # The emulated cores compute on the host's CPU threads. A backward pass handed to a
     # per-device autograd thread would run a second OpenMP team that contends with this

@@ -2,16 +2,17 @@
 WARNING, ERROR) or a number (0 = ERROR, 1 = WARNING, 2 = INFO, 3 = DEBUG)."""
 
 import logging
-import os
 
 import torch
+
+from torch_neuronx import config
 
 logger = logging.getLogger("torch_neuronx")
 _NUMERIC = {"0": logging.ERROR, "1": logging.WARNING, "2": logging.INFO, "3": logging.DEBUG}
 
 
 def _configure():
-    level = os.environ.get("TORCH_NEURONX_LOG_LEVEL", "").strip().upper()
+    level = config.get("TORCH_NEURONX_LOG_LEVEL").upper()
     if level:
         value = _NUMERIC.get(level, getattr(logging, level, None))
         if not isinstance(value, int):

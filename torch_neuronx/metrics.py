@@ -13,6 +13,8 @@ import time
 
 import torch
 
+from torch_neuronx import config
+
 _sources = []
 
 
@@ -78,10 +80,10 @@ def write_csv(path):
 
 
 def _write_at_exit():
-    directory = os.environ.get("TORCH_NEURONX_METRICS_DIR") or tempfile.gettempdir()
+    directory = config.get("TORCH_NEURONX_METRICS_DIR") or tempfile.gettempdir()
     os.makedirs(directory, exist_ok=True)
     write_csv(os.path.join(directory, f"torch_neuronx_metrics_{os.getpid()}_{int(time.time())}.csv"))
 
 
-if os.environ.get("TORCH_NEURONX_METRICS_ENABLED", "0") not in ("", "0", "false", "False"):
+if config.get("TORCH_NEURONX_METRICS_ENABLED"):
     atexit.register(_write_at_exit)

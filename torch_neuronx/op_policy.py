@@ -1,4 +1,5 @@
-"""Which ATen ops run natively on the emulated NeuronCore and which fall back to the CPU.
+"""Where ATen ops run on the emulated NeuronCore: natively, on the CPU-fallback tier, or as host
+composites.
 
 The principles are data (op_policy.json); this module turns their patterns into op names.
 """
@@ -10,13 +11,23 @@ import os
 
 import torch
 
+from torch_neuronx import config
+
 _DEFAULT = os.path.join(os.path.dirname(__file__), "op_policy.json")
 
 
 @functools.lru_cache(maxsize=None)
 def policy():
-    """The policy document (TORCH_NEURONX_OP_POLICY overrides the built-in one)."""
-    path = os.environ.get("TORCH_NEURONX_OP_POLICY") or _DEFAULT
+    """The policy document: the built-in one, with the sections of TORCH_NEURONX_OP_POLICY's
+    file in place of its own."""
+    document = _read(_DEFAULT)
+    override = config.get("TORCH_NEURONX_OP_POLICY")
+    if override:
+        document.update(_read(override))
+    return document
+
+
+def _read(path):
     try:
         with open(path) as f:
             return json.load(f)
@@ -56,6 +67,16 @@ def cpu_fallback_ops():
 def boolean_mask_ops():
     """Ops that take the CPU-fallback tier when indexed with a boolean mask."""
     return _select(policy()["cpu_fallback_with_boolean_mask"])
+
+
+def device_selecting_ops():
+    """Composites that pick a kernel by device type; they take the host-kernel path."""
+    return list(policy()["device_selecting"]["ops"])
+
+
+def host_composite_ops():
+    """Composites that run their CPU implementation, autograd included, on host views."""
+    return list(policy()["host_composites"]["ops"])
 
 
 def fp8_data_ops():

@@ -4,6 +4,7 @@
 #include "aten/HostView.h"
 #include "aten/Policy.h"
 #include "runtime/Allocator.h"
+#include "runtime/CoreScope.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 
@@ -153,14 +154,9 @@ class HostCall {
         }
       }
     }
-    std::optional<ScopedDefaultCPUGenerator> rng;
-    if (info.implicit_rng) {
-      rng.emplace(host_generator(std::nullopt, device_));
-    }
-    if (copy_) {
-      call();
-    } else {
-      DevicePoolScope pool(device_);
+    {
+      // The fallback tier copies results back, so only native ops write into the pool.
+      CoreScope core(device_, /*pool=*/!copy_, /*rng=*/info.implicit_rng);
       call();
     }
     write_back();
@@ -416,38 +412,6 @@ void announce_fallback(const std::string& op, bool compiled) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_native>());
-}
-
-template <const char* kFeature>
-void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  refuse_excluded(kFeature, c10::toString(op.schema().operator_name()));
-}
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
-}
-
-TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kNestedTensors>>());
-}
-
-TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kQuantizedTensors>>());
-}
-
-at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Forward-mode automatic differentiation (forward_ad dual "
-      "tensors, torch.func.jvp, jacfwd) is not supported on neuron tensors: TorchNeuron leaves "
-      "it out. Use reverse mode (backward, torch.func.vjp, jacrev), or run the forward-mode "
-      "part on the CPU; see docs/limitations.md");
-}
-
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("_make_dual", TORCH_FN(refuse_dual));
 }
 
 } // namespace neuron

@@ -1,10 +1,10 @@
-// Composite ops that choose their kernels by device type (RNNs, scaled_dot_product_attention)
-// run exactly as on CPU: their CPU implementation, autograd included, runs on zero-copy host
-// views of the neuron tensors, and the results come back to the device.
+// Host composites run exactly as on CPU: their CPU implementation, autograd included, runs on
+// zero-copy host views of the neuron tensors, and the results come back to the device.
 
+#include "aten/HostComposites.h"
 #include "aten/HostView.h"
 #include "runtime/Device.h"
-#include "runtime/Generator.h"
+#include "runtime/CoreScope.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -62,6 +62,8 @@ void for_each_tensor(c10::IValue& v, Fn fn) {
   }
 }
 
+} // namespace
+
 void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
@@ -92,7 +94,8 @@ void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
   }
   {
     // Dropout inside these ops draws from the default CPU generator; make that the core's.
-    ScopedDefaultCPUGenerator rng(host_generator(std::nullopt, device->index()));
+    // Results are copied to the device through autograd (ToDevice), so no pool.
+    CoreScope core(device->index(), /*pool=*/false, /*rng=*/true);
     op.callBoxed(stack);
   }
   const size_t nret = op.schema().returns().size();
@@ -106,23 +109,4 @@ void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
   }
 }
 
-const char* const kOps[] = {
-    "lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
-    "rnn_relu.input", "rnn_relu.data", "lstm_cell", "gru_cell", "rnn_tanh_cell",
-    "rnn_relu_cell", "scaled_dot_product_attention",
-};
-
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  for (const char* name : kOps) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
-  }
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : kOps) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
-  }
-}
-
-} // namespace
 } // namespace neuron

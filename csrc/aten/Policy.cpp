@@ -2,24 +2,20 @@
 
 #include "aten/Counters.h"
 #include "aten/HostView.h"
+#include "runtime/Config.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <limits>
 
 namespace neuron {
 namespace {
 
-std::string env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : std::string(fallback);
-}
-
 Policy64 read_policy() {
-  auto mode = env("TORCH_NEURONX_64BIT", "narrow");
+  auto mode = config::text(config::kPolicy64Bit);
   if (mode == "narrow") {
     return Policy64::Narrow;
   }
@@ -95,7 +91,7 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
 }
 
 bool fallback_enabled() {
-  static const bool enabled = env("NEURON_FALLBACK_ENABLED", "1") != "0";
+  static const bool enabled = config::flag(config::kFallbackEnabled);
   return enabled;
 }
 
@@ -124,5 +120,42 @@ void log(const std::string& level, const std::string& message) {
     TORCH_WARN(message);
   }
 }
+
+namespace {
+
+// TorchNeuron's exclusions, refused where the dispatcher sends them.
+template <const char* kFeature>
+void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  refuse_excluded(kFeature, c10::toString(op.schema().operator_name()));
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
+}
+
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kNestedTensors>>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kQuantizedTensors>>());
+}
+
+at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Forward-mode automatic differentiation (forward_ad dual "
+      "tensors, torch.func.jvp, jacfwd) is not supported on neuron tensors: TorchNeuron leaves "
+      "it out. Use reverse mode (backward, torch.func.vjp, jacrev), or run the forward-mode "
+      "part on the CPU; see docs/limitations.md");
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_make_dual", TORCH_FN(refuse_dual));
+}
+
+} // namespace
 
 } // namespace neuron

@@ -1,10 +1,11 @@
 // Decides which kernel each ATen op uses on neuron tensors. Ops with a CPU kernel and a
 // composite-explicit kernel would otherwise run the composite, which differs numerically from
-// CPU (P1); ops whose composite picks a backend by device type would never reach a CPU kernel
-// (P2). Both are sent to the host-kernel path, as are the CPU-fallback-tier ops named by the
-// Python op policy.
+// CPU; they are sent to the host-kernel path, as are the ops the op policy names
+// (torch_neuronx/op_policy.json): the CPU-fallback tier, composites that pick a backend by
+// device type and so would never reach a CPU kernel, and the host composites.
 
 #include "aten/Fallback.h"
+#include "aten/HostComposites.h"
 #include "aten/Routing.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -16,16 +17,6 @@
 
 namespace neuron {
 namespace {
-
-// Composite ops that choose their implementation by device type.
-const char* const kDeviceSelectingOps[] = {
-    "convolution",
-    "convolution_backward",
-    "_convolution",
-    "_convolution.deprecated",
-    "convolution_overrideable",
-    "_fused_sdp_choice",
-};
 
 std::string overload_name(const c10::OperatorName& name) {
   std::string base = name.name.substr(name.name.find("::") + 2);
@@ -60,18 +51,26 @@ void run_indexing(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 } // namespace
 
-RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops,
-    const std::vector<std::string>& mask_ops) {
+RouteCounts route_ops(const Routes& routes) {
   static std::once_flag once;
   static RouteCounts counts;
   std::call_once(once, [&] {
     // Kept alive for the life of the process: the registrations belong to it.
     static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
         c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    std::unordered_set<std::string> fallback(cpu_fallback_ops.begin(), cpu_fallback_ops.end());
-    std::unordered_set<std::string> masked(mask_ops.begin(), mask_ops.end());
-    std::unordered_set<std::string> by_name(std::begin(kDeviceSelectingOps),
-        std::end(kDeviceSelectingOps));
+    static auto* autograd_lib = new torch::Library(torch::Library::IMPL, "aten",
+        c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+    for (const auto& name : routes.host_composite) {
+      lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
+      autograd_lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
+      ++counts.host_composite;
+    }
+    std::unordered_set<std::string> fallback(routes.cpu_fallback.begin(),
+        routes.cpu_fallback.end());
+    std::unordered_set<std::string> masked(routes.mask_dependent.begin(),
+        routes.mask_dependent.end());
+    std::unordered_set<std::string> by_name(routes.device_selecting.begin(),
+        routes.device_selecting.end());
     auto& dispatcher = c10::Dispatcher::singleton();
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (!is_aten(name)) {

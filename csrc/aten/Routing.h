@@ -10,12 +10,24 @@ struct RouteCounts {
   int64_t native = 0;
   int64_t cpu_fallback = 0;
   int64_t mask_dependent = 0;
+  int64_t host_composite = 0;
 };
 
-// Registers the host-kernel path for ops that need it by name; runs once per process.
-// `cpu_fallback_ops` always take the CPU-fallback tier; `mask_ops` take it when indexed with a
-// boolean mask (their result shape then depends on the data) and run natively otherwise.
-RouteCounts route_ops(const std::vector<std::string>& cpu_fallback_ops,
-    const std::vector<std::string>& mask_ops);
+// Where ops run, as the op policy (torch_neuronx/op_policy.json) names them.
+struct Routes {
+  // Always the CPU-fallback tier.
+  std::vector<std::string> cpu_fallback;
+  // The CPU-fallback tier when indexed with a boolean mask (the result shape then depends on
+  // the data); natively otherwise.
+  std::vector<std::string> mask_dependent;
+  // Composites that pick a kernel by device type: the host-kernel path, or they would never
+  // reach a CPU kernel.
+  std::vector<std::string> device_selecting;
+  // Composites that run their CPU implementation with autograd (HostComposites.h).
+  std::vector<std::string> host_composite;
+};
+
+// Registers the host-kernel path for the ops that need it; runs once per process.
+RouteCounts route_ops(const Routes& routes);
 
 } // namespace neuron

@@ -125,10 +125,21 @@ std::vector<at::Tensor> as_concatenated(
   return wholes;
 }
 
-void set_average(HostArgs& host, const ReduceOp& op, const std::vector<at::Tensor>& outputs) {
-  if (op.op_ == ReduceOp::AVG) {
-    host.averaged = outputs;
+// What every reduction does before gloo runs it: PREMUL_SUM scales `inputs`, AVG marks
+// `averaged` for division once the sum has landed, and gloo gets SUM for both.
+template <typename Options>
+Options for_gloo(HostArgs& host, const Options& opts,
+    const std::vector<std::vector<at::Tensor>*>& inputs, bool in_place,
+    const std::vector<at::Tensor>& averaged) {
+  for (auto* list : inputs) {
+    premultiply(*list, opts.reduceOp, in_place);
   }
+  if (opts.reduceOp.op_ == ReduceOp::AVG) {
+    host.averaged = averaged;
+  }
+  auto o = opts;
+  o.reduceOp = gloo_op(opts.reduceOp);
+  return o;
 }
 
 } // namespace
@@ -320,11 +331,7 @@ WorkPtr NeuronBackend::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   return run(OpType::ALLREDUCE, tensors, -1, [&](HostArgs& host) {
     auto t = host(tensors);
-    premultiply(t, opts.reduceOp, /*in_place=*/true);
-    set_average(host, opts.reduceOp, t);
-    auto o = opts;
-    o.reduceOp = gloo_op(opts.reduceOp);
-    return gloo_->allreduce(t, o);
+    return gloo_->allreduce(t, for_gloo(host, opts, {&t}, /*in_place=*/true, t));
   });
 }
 
@@ -332,24 +339,16 @@ WorkPtr NeuronBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   return run(OpType::ALLREDUCE_COALESCED, tensors, -1, [&](HostArgs& host) {
     auto t = host(tensors);
-    premultiply(t, opts.reduceOp, /*in_place=*/true);
-    set_average(host, opts.reduceOp, t);
-    auto o = opts;
-    o.reduceOp = gloo_op(opts.reduceOp);
-    return gloo_->allreduce_coalesced(t, o);
+    return gloo_->allreduce_coalesced(t, for_gloo(host, opts, {&t}, /*in_place=*/true, t));
   });
 }
 
 WorkPtr NeuronBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   return run(OpType::REDUCE, tensors, -1, [&](HostArgs& host) {
     auto t = host(tensors);
-    premultiply(t, opts.reduceOp, /*in_place=*/true);
-    if (rank_ == opts.rootRank) {
-      set_average(host, opts.reduceOp, t);
-    }
-    auto o = opts;
-    o.reduceOp = gloo_op(opts.reduceOp);
-    return gloo_->reduce(t, o);
+    // Only the root receives the sum.
+    auto averaged = rank_ == opts.rootRank ? t : std::vector<at::Tensor>{};
+    return gloo_->reduce(t, for_gloo(host, opts, {&t}, /*in_place=*/true, averaged));
   });
 }
 
@@ -403,13 +402,11 @@ WorkPtr NeuronBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
   return run(OpType::REDUCE_SCATTER, outputs, -1, [&](HostArgs& host) {
     auto out = host(outputs);
     auto in = host(inputs);
+    std::vector<std::vector<at::Tensor>*> lists;
     for (auto& list : in) {
-      premultiply(list, opts.reduceOp, /*in_place=*/false);
+      lists.push_back(&list);
     }
-    set_average(host, opts.reduceOp, out);
-    auto o = opts;
-    o.reduceOp = gloo_op(opts.reduceOp);
-    return gloo_->reduce_scatter(out, in, o);
+    return gloo_->reduce_scatter(out, in, for_gloo(host, opts, lists, /*in_place=*/false, out));
   });
 }
 
@@ -418,10 +415,7 @@ WorkPtr NeuronBackend::_reduce_scatter_base(
   return run(OpType::_REDUCE_SCATTER_BASE, {output}, -1, [&](HostArgs& host) {
     std::vector<at::Tensor> out{host(output)};
     std::vector<at::Tensor> in{as_concatenated(host(input), out[0], size_)};
-    premultiply(in, opts.reduceOp, /*in_place=*/false);
-    set_average(host, opts.reduceOp, out);
-    auto o = opts;
-    o.reduceOp = gloo_op(opts.reduceOp);
+    auto o = for_gloo(host, opts, {&in}, /*in_place=*/false, out);
     return gloo_->_reduce_scatter_base(out[0], in[0], o);
   });
 }
@@ -431,11 +425,8 @@ WorkPtr NeuronBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& 
   return run(OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs, -1, [&](HostArgs& host) {
     auto out = host(outputs);
     auto in = as_concatenated(host(inputs), out, size_);
-    premultiply(in, opts.reduceOp, /*in_place=*/false);
-    set_average(host, opts.reduceOp, out);
-    auto o = opts;
-    o.reduceOp = gloo_op(opts.reduceOp);
-    return gloo_->reduce_scatter_tensor_coalesced(out, in, o);
+    return gloo_->reduce_scatter_tensor_coalesced(
+        out, in, for_gloo(host, opts, {&in}, /*in_place=*/false, out));
   });
 }
 

@@ -1,15 +1,14 @@
 #include "runtime/Device.h"
 
+#include "runtime/Config.h"
+
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
 #include <sstream>
 #include <vector>
 
 namespace neuron {
 namespace {
-
-constexpr size_t kGiB = size_t(1) << 30;
 
 struct Platform {
   std::string name;
@@ -19,42 +18,35 @@ struct Platform {
   std::vector<int64_t> visible;  // physical logical-core ids, in device-index order
 };
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
+// What torch_neuronx/platforms.py chose (configure_platform); an error is raised at first use.
+struct Chosen {
+  std::string name;
+  size_t hbm_per_chip = 0;
+  int64_t physical_cores = 0;
+  std::string error = "torch_neuronx has not configured the emulated platform";
+};
 
-int64_t parse_int(const std::string& text, const char* var) {
-  try {
-    size_t used = 0;
-    int64_t v = std::stoll(text, &used);
-    if (used == text.size()) {
-      return v;
-    }
-  } catch (const std::exception&) {
-  }
-  TORCH_CHECK(false, var, "='", text, "' is not an integer; use e.g. ", var, "=2");
+Chosen& chosen() {
+  static Chosen c;
+  return c;
 }
 
 // Accepts "2", "0-1" and "0,2-3".
 std::vector<int64_t> parse_core_list(const std::string& text, int64_t available) {
+  const char* var = config::kVisibleCores.name;
   std::vector<int64_t> cores;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
     auto dash = item.find('-');
-    int64_t lo = parse_int(item.substr(0, dash), "NEURON_RT_VISIBLE_CORES");
-    int64_t hi = dash == std::string::npos
-        ? lo
-        : parse_int(item.substr(dash + 1), "NEURON_RT_VISIBLE_CORES");
+    int64_t lo = config::parse_integer(item.substr(0, dash), var);
+    int64_t hi = dash == std::string::npos ? lo : config::parse_integer(item.substr(dash + 1), var);
     TORCH_CHECK(lo >= 0 && lo <= hi,
-        "NEURON_RT_VISIBLE_CORES='", text, "' has an invalid range '", item,
-        "'; use e.g. 0-1 or 2");
+        var, "='", text, "' has an invalid range '", item, "'; use e.g. 0-1 or 2");
     for (int64_t c = lo; c <= hi; ++c) {
       TORCH_CHECK(c < available,
-          "NEURON_RT_VISIBLE_CORES='", text, "' names core ", c,
-          ", but the emulated chip has ", available, " logical NeuronCores (0-",
-          available - 1, ")");
+          var, "='", text, "' names core ", c, ", but the emulated chip has ", available,
+          " logical NeuronCores (0-", available - 1, ")");
       cores.push_back(c);
     }
   }
@@ -62,37 +54,26 @@ std::vector<int64_t> parse_core_list(const std::string& text, int64_t available)
 }
 
 Platform make_platform() {
-  Platform p;
-  std::string target = env("NEURON_PLATFORM_TARGET_OVERRIDE");
-  if (target.empty() || target == "trn2" || target == "gen3") {
-    p.name = "trn2";
-    p.hbm_per_chip = 96 * kGiB;
-  } else if (target == "trn3" || target == "gen4") {
-    p.name = "trn3";
-    p.hbm_per_chip = 144 * kGiB;
-  } else {
-    TORCH_CHECK(false, "NEURON_PLATFORM_TARGET_OVERRIDE='", target,
-        "' is not an emulated platform; use trn2 or trn3");
-  }
-  p.physical_cores = 8;
-  std::string lnc = env("NEURON_LOGICAL_NC_CONFIG");
-  p.lnc = lnc.empty() ? 2 : parse_int(lnc, "NEURON_LOGICAL_NC_CONFIG");
+  const auto& c = chosen();
+  TORCH_CHECK(c.error.empty(), c.error);
+  Platform p{c.name, c.hbm_per_chip, c.physical_cores, config::integer(config::kLogicalCoreConfig),
+      {}};
   TORCH_CHECK(p.lnc == 1 || p.lnc == 2,
-      "NEURON_LOGICAL_NC_CONFIG=", p.lnc, " is not supported; use 1 or 2");
+      config::kLogicalCoreConfig.name, "=", p.lnc, " is not supported; use 1 or 2");
   int64_t logical = p.physical_cores / p.lnc;
-  std::string visible = env("NEURON_RT_VISIBLE_CORES");
+  std::string visible = config::text(config::kVisibleCores);
   if (visible.empty()) {
-    for (int64_t c = 0; c < logical; ++c) {
-      p.visible.push_back(c);
+    for (int64_t core = 0; core < logical; ++core) {
+      p.visible.push_back(core);
     }
   } else {
     p.visible = parse_core_list(visible, logical);
   }
-  std::string num = env("NEURON_RT_NUM_CORES");
+  std::string num = config::text(config::kNumCores);
   if (!num.empty()) {
-    int64_t n = parse_int(num, "NEURON_RT_NUM_CORES");
+    int64_t n = config::parse_integer(num, config::kNumCores.name);
     TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(p.visible.size()),
-        "NEURON_RT_NUM_CORES=", n, " asks for more cores than the ", p.visible.size(),
+        config::kNumCores.name, "=", n, " asks for more cores than the ", p.visible.size(),
         " visible ones");
     p.visible.resize(n);
   }
@@ -107,6 +88,11 @@ const Platform& platform() {
 thread_local c10::DeviceIndex tls_current = 0;
 
 } // namespace
+
+void configure_platform(
+    std::string name, size_t hbm_per_chip, int64_t physical_cores, std::string error) {
+  chosen() = Chosen{std::move(name), hbm_per_chip, physical_cores, std::move(error)};
+}
 
 c10::DeviceIndex device_count() noexcept {
   try {

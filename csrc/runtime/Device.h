@@ -10,6 +10,10 @@ namespace neuron {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
+// The platform that torch_neuronx/platforms.py chose, before any device is used; a non-empty
+// `error` is raised when the device is first used instead.
+void configure_platform(
+    std::string name, size_t hbm_per_chip, int64_t physical_cores, std::string error);
 // Number of visible logical NeuronCores (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES).
 c10::DeviceIndex device_count() noexcept;
 // "trn2" or "trn3" (NEURON_PLATFORM_TARGET_OVERRIDE).

@@ -1,30 +1,26 @@
 """nki.isa: one function per hardware instruction; every call takes its destination first."""
-from .. import runtime
-from ..enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
-from ..errors import NkiValidationError
-from .activation import activation, activation_reduce
-from .dma import dma_copy, dma_transpose
-from .elementwise import (exponential, memset, reciprocal, scalar_tensor_tensor, tensor_copy,
-                          tensor_copy_predicated, tensor_scalar, tensor_tensor)
-from .gpsimd import affine_select, iota
-from .matmul import nc_matmul, nc_transpose
-from .reduce import max8, tensor_partition_reduce, tensor_reduce, tensor_scalar_reduce
-from .registers import (VirtualRegister, register_alloc, register_load, register_move,
-                        register_store)
-from .scan import tensor_tensor_scan
-from .stats import bn_aggr, bn_stats
+from .._src.enums import (dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode,
+                          reduce_cmd)
+from .._src.errors import NkiValidationError
+from .._src.isa.activation import activation, activation_reduce
+from .._src.isa.dma import dma_copy, dma_transpose
+from .._src.isa.elementwise import (exponential, memset, reciprocal, scalar_tensor_tensor,
+                                    tensor_copy, tensor_copy_predicated, tensor_scalar,
+                                    tensor_tensor)
+from .._src.isa.gpsimd import affine_select, iota
+from .._src.isa.matmul import nc_matmul, nc_transpose
+from .._src.isa.reduce import max8, tensor_partition_reduce, tensor_reduce, tensor_scalar_reduce
+from .._src.isa.registers import (VirtualRegister, register_alloc, register_load, register_move,
+                                  register_store)
+from .._src.isa.scan import tensor_tensor_scan
+from .._src.isa.stats import bn_aggr, bn_stats
+from .._src.isa.version import get_nc_version
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector
 scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
-
-
-def get_nc_version():
-    """The NeuronCore version of the current target."""
-    return nc_version(runtime.current().target.generation)
-
 
 __all__ = [
     "NkiValidationError", "VirtualRegister", "activation", "activation_reduce", "affine_select",

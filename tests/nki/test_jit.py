@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 from nkitest_utils import requires_neuron
+from pyrun import run_python
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import nki
@@ -173,6 +174,36 @@ def test_neuron_tensors_run_on_device_memory():
 
 
 def test_tensors_without_host_memory_are_rejected_for_execution():
-    from nki import interop
+    from nki._src import interop
     with pytest.raises(TypeError, match="NKI kernels take numpy arrays, CPU or neuron tensors"):
         interop.to_host(torch.empty(1, device="meta"))
+
+
+DOUBLE_AND_AN_INVALID_LOAD = """
+import numpy as np
+import nki
+import nki.language as nl
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.load(x), 2.0))
+    return out
+
+print(double(np.arange(4, dtype=np.float32).reshape(1, 4)).tolist())
+try:
+    double(np.zeros((256, 4), np.float32))
+except nki.NkiValidationError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("simulator", [None, "0", "1"])
+def test_kernels_run_on_the_validating_simulator_whatever_nki_simulator_says(simulator,
+                                                                               monkeypatch):
+    monkeypatch.delenv("NKI_SIMULATOR", raising=False)
+    out = run_python(DOUBLE_AND_AN_INVALID_LOAD,
+                     env={"NKI_SIMULATOR": simulator} if simulator else None)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[[0.0, 2.0, 4.0, 6.0]]",
+                                       "nl.load: partition dimension 256 exceeds maximum 128"]

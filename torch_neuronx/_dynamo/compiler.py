@@ -6,7 +6,7 @@ than registering ``neuron`` as an Inductor device. Registration needs a wrapper-
 subclass that overrides private methods, plus global scheduler settings
 (``loop_ordering_after_fusion``), and Inductor has many more ``device.type == "cpu"`` checks
 that decide fusion, vectorisation and fallbacks, so it breaks quietly from one release to the
-next (privateuse1_mechanics.md, P14). The CPU path is the one Inductor tests upstream; what we
+next (docs/architecture.md). The CPU path is the one Inductor tests upstream; what we
 add is small and ours: the graph's device constants become ``cpu``, and the runtime in
 ``runtime.py`` moves tensors across at the graph boundary.
 """

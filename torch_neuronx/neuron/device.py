@@ -6,6 +6,8 @@ import threading
 
 import torch
 
+from torch_neuronx.platforms import PLATFORMS
+
 _initialized = False
 _in_bad_fork = False
 _init_lock = threading.Lock()
@@ -127,11 +129,7 @@ def get_device_properties(device=None):
     """Properties of a NeuronCore: ``name`` (trn2/trn3) and ``total_memory`` in bytes."""
     idx = _index(device)
     name, total, core = torch.ops.neuron.platform(idx)
-    return _NeuronDeviceProperties(name, total, core, idx, *_capability(name))
-
-
-def _capability(platform):
-    return (3, 0) if platform == "trn2" else (4, 0)
+    return _NeuronDeviceProperties(name, total, core, idx, PLATFORMS[name].core_version, 0)
 
 
 def get_device_name(device=None):

@@ -1,4 +1,5 @@
-// The torch.ops.neuron helpers that the Python layer calls (no pybind in the core library).
+// The torch.ops.neuron API: what the Python layer and compiled graphs call into the core library
+// (it has no pybind).
 
 #include "aten/Counters.h"
 #include "aten/Fallback.h"
@@ -6,6 +7,8 @@
 #include "aten/Policy.h"
 #include "aten/Routing.h"
 #include "runtime/Allocator.h"
+#include "runtime/Config.h"
+#include "runtime/CoreScope.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 #include "runtime/HostAllocator.h"
@@ -33,21 +36,12 @@ at::Tensor to_device_alias(const at::Tensor& host, int64_t device) {
   return tensor_over(device_alias(host.storage(), index), host, c10::DispatchKey::PrivateUse1);
 }
 
-// What the host kernels of a neuron op see (Fallback.cpp): the core's pool serves CPU
-// allocations and the core's generator is the default CPU generator. Compiled graphs run all
-// their kernels on the host, so the runtime enters this around each call.
-struct CoreScope {
-  explicit CoreScope(c10::DeviceIndex device)
-      : pool(device), rng(host_generator(std::nullopt, device)) {}
-  DevicePoolScope pool;
-  ScopedDefaultCPUGenerator rng;
-};
-
+// Compiled graphs run all their kernels on the host, as the core (see CoreScope).
 thread_local std::vector<std::unique_ptr<CoreScope>> core_scopes;
 
 void enter_core(int64_t device) {
-  core_scopes.push_back(
-      std::make_unique<CoreScope>(check_device(static_cast<c10::DeviceIndex>(device))));
+  core_scopes.push_back(std::make_unique<CoreScope>(
+      check_device(static_cast<c10::DeviceIndex>(device)), /*pool=*/true, /*rng=*/true));
 }
 
 void exit_core() {
@@ -87,10 +81,12 @@ void record_compiled_fallback(std::vector<std::string> ops) {
 }
 
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
-    std::vector<std::string> mask_ops, std::vector<std::string> fp8_ops) {
+    std::vector<std::string> mask_ops, std::vector<std::string> device_selecting_ops,
+    std::vector<std::string> host_composite_ops, std::vector<std::string> fp8_ops) {
   fp8_data_ops().insert(fp8_ops.begin(), fp8_ops.end());
-  auto counts = route_ops(cpu_fallback_ops, mask_ops);
-  return {counts.native, counts.cpu_fallback, counts.mask_dependent};
+  auto counts = route_ops({std::move(cpu_fallback_ops), std::move(mask_ops),
+      std::move(device_selecting_ops), std::move(host_composite_ops)});
+  return {counts.native, counts.cpu_fallback, counts.mask_dependent, counts.host_composite};
 }
 
 std::tuple<std::vector<std::string>, std::vector<int64_t>> counters() {
@@ -128,6 +124,22 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> host_memory_stats() {
 
 void reset_counters() {
   clear_counters();
+}
+
+void set_platform(std::string name, int64_t hbm_per_chip, int64_t physical_cores,
+    std::string error) {
+  configure_platform(std::move(name), static_cast<size_t>(hbm_per_chip), physical_cores,
+      std::move(error));
+}
+
+std::tuple<std::vector<std::string>, std::vector<std::string>> config_variables() {
+  std::vector<std::string> names;
+  std::vector<std::string> defaults;
+  for (auto& [name, fallback] : config::variables()) {
+    names.push_back(name);
+    defaults.push_back(fallback);
+  }
+  return {names, defaults};
 }
 
 // Raises the platform's configuration error, where device_count() alone would report 0 cores.
@@ -178,11 +190,15 @@ TORCH_LIBRARY(neuron, m) {
   m.def("narrow_64bit(Tensor self, str source) -> Tensor");
   m.def("policy_64bit() -> str", &policy_64bit_name);
   m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);
-  m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] fp8_ops) -> int[]", &route);
+  m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] device_selecting_ops, "
+      "str[] host_composite_ops, str[] fp8_ops) -> int[]", &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);
   m.def("host_memory_stats() -> (str[], int[])", &host_memory_stats);
   m.def("device_count() -> int", &count);
+  m.def("set_platform(str name, int hbm_per_chip, int physical_cores, str error) -> ()",
+      &set_platform);
+  m.def("config_variables() -> (str[], str[])", &config_variables);
   m.def("platform(int device) -> (str, int, int)", &platform);
   m.def("manual_seed(int device, int seed) -> ()", &manual_seed);
   m.def("seed(int device) -> int", &seed);

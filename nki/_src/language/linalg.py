@@ -1,6 +1,9 @@
 """nl.matmul and nl.transpose, lowered onto nc_transpose / nc_matmul."""
-from .. import buffers, checks, isa
+from .. import buffers, checks
+from ..enums import engine
 from ..errors import require
+from ..isa.elementwise import tensor_copy
+from ..isa.matmul import nc_matmul, nc_transpose
 from ..tensor import NkiTensor
 from .memory import to_sbuf
 
@@ -10,11 +13,11 @@ def transpose(x, dtype=None):
     checks.on_chip("nl.transpose", "x", x)
     require(x.ndim == 2, "nl.transpose", f"x must be 2-D, is {x.ndim}-D")
     out = NkiTensor.allocate((x.shape[1], x.shape[0]), x.dtype, buffers.psum, op="nl.transpose")
-    isa.nc_transpose(dst=out, data=to_sbuf(x), engine=isa.engine.tensor)
+    nc_transpose(dst=out, data=to_sbuf(x), engine=engine.tensor)
     if dtype is None or dtype == x.dtype:
         return out
     cast = NkiTensor.allocate(out.shape, dtype, buffers.sbuf, op="nl.transpose")
-    isa.tensor_copy(dst=cast, src=out)
+    tensor_copy(dst=cast, src=out)
     return cast
 
 
@@ -27,5 +30,5 @@ def matmul(x, y, transpose_x=False):
         stationary = to_sbuf(transpose(stationary))
     out = NkiTensor.allocate((stationary.free_size, y.free_size), "float32", buffers.psum,
                              op="nl.matmul")
-    isa.nc_matmul(dst=out, stationary=stationary, moving=to_sbuf(y))
+    nc_matmul(dst=out, stationary=stationary, moving=to_sbuf(y))
     return out

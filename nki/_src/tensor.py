@@ -193,8 +193,7 @@ class NkiTensor:
         return self._derive(self.host[tuple(torch_key)])
 
     def __setitem__(self, key, value):
-        from .language.memory import assign  # nki.language builds on this module
-        assign(self[key], value)
+        alu.assign(self[key], value)
 
     def slice(self, dim, start, end, step=1):
         """View of ``start:end:step`` along ``dim``."""

@@ -2,7 +2,8 @@
 import numpy as np
 import torch
 
-from .. import buffers, dtypes, isa
+from .. import buffers, dtypes
+from ..isa.elementwise import memset
 from ..tensor import NkiTensor
 from ..trace import issue, mark_written
 
@@ -16,7 +17,7 @@ def full(shape, fill_value, dtype, buffer=None, name=""):
     """A new tensor filled with ``fill_value``."""
     t = ndarray(shape, dtype, buffer, name)
     if t.buffer.on_chip:
-        isa.memset(dst=t, value=fill_value)
+        memset(dst=t, value=fill_value)
     else:
         t.host.fill_(fill_value)
         mark_written(t)

@@ -116,6 +116,10 @@ ceil = Op("ceil", "unary", unary=torch.ceil)
 logical_not = Op("logical_not", "unary", unary=lambda a: (a == 0).to(torch.float32))
 copy = Op("copy", "unary", unary=lambda a: a, engine="vector")
 
+# ``t[...] = v`` on a tensor view: the tensor module sits below nki.language, which implements
+# it (memset, DMA or an on-chip copy), so it is dispatched through this table too.
+assign = Op("assign", "assign")
+
 # Reductions over free axes (Vector engine); nl.max/nl.min also serve as ALU ops.
 sum = Op("sum", "reduce", binary=torch.add, reduce=_sum)  # noqa: A001 - NKI name
 prod = Op("prod", "reduce", binary=torch.mul, reduce=_prod)

@@ -1,7 +1,9 @@
 """Moving tiles between memories: nl.load, nl.store and assignment through views."""
 import numbers
 
-from .. import alu, buffers, checks, isa
+from .. import alu, buffers, checks
+from ..isa.dma import dma_copy
+from ..isa.elementwise import memset, tensor_copy
 from ..tensor import NkiTensor
 
 
@@ -10,7 +12,7 @@ def load(src, dtype=None):
     checks.tensor("nl.load", "src", src)
     dst = NkiTensor.allocate(src.shape, src.dtype if dtype is None else dtype, buffers.sbuf,
                              op="nl.load")
-    isa.dma_copy(dst=dst, src=src)
+    dma_copy(dst=dst, src=src)
     return dst
 
 
@@ -20,9 +22,9 @@ def to_sbuf(t):
         return t
     copy = NkiTensor.allocate(t.shape, t.dtype, buffers.sbuf, op="copy")
     if t.buffer is buffers.psum:
-        isa.tensor_copy(dst=copy, src=t)
+        tensor_copy(dst=copy, src=t)
     else:
-        isa.dma_copy(dst=copy, src=t)
+        dma_copy(dst=copy, src=t)
     return copy
 
 
@@ -30,14 +32,15 @@ def store(dst, value):
     """Copy an on-chip tile into the HBM tensor ``dst``."""
     checks.tensor("nl.store", "dst", dst)
     checks.tensor("nl.store", "value", value)
-    isa.dma_copy(dst=dst, src=to_sbuf(value))
+    dma_copy(dst=dst, src=to_sbuf(value))
 
 
-def assign(dst, value):
+@alu.implement("assign")
+def _assign(op, dst, value):
     """``dst[...] = value``: memset for scalars, DMA when HBM is involved, else an on-chip copy."""
     if isinstance(value, numbers.Number):
         if dst.buffer.on_chip:
-            isa.memset(dst=dst, value=value)
+            memset(dst=dst, value=value)
         else:
             dst.host.fill_(value)
         return
@@ -47,6 +50,6 @@ def assign(dst, value):
     if same_view:
         return
     if not (dst.buffer.on_chip and value.buffer.on_chip):
-        isa.dma_copy(dst=dst, src=to_sbuf(value) if value.buffer is buffers.psum else value)
+        dma_copy(dst=dst, src=to_sbuf(value) if value.buffer is buffers.psum else value)
     else:
         alu.copy(value, dst=dst)

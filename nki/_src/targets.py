@@ -1,6 +1,8 @@
-"""Per-target hardware parameters (nki_spec.md sections 1.5 and 4)."""
-import os
+"""Per-target hardware parameters of NKI kernels: capacities for validation, rates for the
+cost model. Platform names and aliases follow torch_neuronx/platforms.py."""
 from dataclasses import dataclass
+
+from torch_neuronx.platforms import PLATFORMS, resolve
 
 KiB = 1024
 
@@ -9,8 +11,7 @@ KiB = 1024
 class Target:
     """One NeuronCore generation: capacities for validation, rates for the cost model."""
 
-    name: str
-    generation: int            # NeuronCore version: 2, 3 or 4
+    name: str                  # a platform of torch_neuronx/platforms.py
     sbuf_partition_bytes: int  # physical SBUF bytes per partition
     psum_partition_bytes: int = 16 * KiB
     psum_banks: int = 8
@@ -21,6 +22,11 @@ class Target:
     dma_queue_bytes_per_ns: float = 23.0  # per DMA engine; 16 engines per NC
     dma_queues: int = 16
     scalar_16bit_double_rate: bool = False
+
+    @property
+    def generation(self):
+        """The NeuronCore version: 2, 3 or 4."""
+        return PLATFORMS[self.name].core_version
 
     @property
     def psum_bank_bytes(self):
@@ -38,21 +44,16 @@ class Target:
 
 
 TARGETS = {
-    "trn1": Target("trn1", 2, 192 * KiB),
-    "trn2": Target("trn2", 3, 224 * KiB),
-    "trn3": Target("trn3", 4, 256 * KiB, vector_ghz=1.2, dma_queue_bytes_per_ns=33.0,
+    "trn1": Target("trn1", 192 * KiB),
+    "trn2": Target("trn2", 224 * KiB),
+    "trn3": Target("trn3", 256 * KiB, vector_ghz=1.2, dma_queue_bytes_per_ns=33.0,
                    scalar_16bit_double_rate=True),
 }
-_ALIASES = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
-DEFAULT = "trn2"
 
 
 def get(name=None):
-    """A target by name or alias; None reads NEURON_PLATFORM_TARGET_OVERRIDE (default trn2)."""
+    """A target by platform name or alias (torch_neuronx/platforms.py's rule); None reads
+    NEURON_PLATFORM_TARGET_OVERRIDE (default trn2)."""
     if isinstance(name, Target):
         return name
-    key = name or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or DEFAULT
-    key = _ALIASES.get(key.lower(), key.lower())
-    if key not in TARGETS:
-        raise ValueError(f"unknown platform target {name!r}; expected one of trn1, trn2, trn3")
-    return TARGETS[key]
+    return TARGETS[resolve(name).name]

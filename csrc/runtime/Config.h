@@ -1,0 +1,35 @@
+#pragma once
+// The environment variables the C++ side reads, with their defaults: the C++ part of the one
+// configuration table (torch_neuronx/config.py holds every variable; a test keeps them equal).
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace neuron::config {
+
+struct Variable {
+  const char* name;
+  const char* fallback;  // the default, as text; "" means unset
+};
+
+constexpr Variable kLogicalCoreConfig{"NEURON_LOGICAL_NC_CONFIG", "2"};
+constexpr Variable kVisibleCores{"NEURON_RT_VISIBLE_CORES", ""};
+constexpr Variable kNumCores{"NEURON_RT_NUM_CORES", ""};
+constexpr Variable kFallbackEnabled{"NEURON_FALLBACK_ENABLED", "1"};
+constexpr Variable kPolicy64Bit{"TORCH_NEURONX_64BIT", "narrow"};
+
+// Every variable above as (name, default).
+std::vector<std::pair<std::string, std::string>> variables();
+
+// The variable's value, or its default when unset or empty.
+std::string text(const Variable& v);
+// A boolean: 1/0, true/false, yes/no, on/off in any case; anything else raises, naming it.
+bool flag(const Variable& v);
+// An integer; anything else raises, naming the variable.
+int64_t integer(const Variable& v);
+// The integer in `text`, as the value of `name`; anything else raises, naming the variable.
+int64_t parse_integer(const std::string& text, const char* name);
+
+} // namespace neuron::config

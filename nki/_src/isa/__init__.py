@@ -1,0 +1,1 @@
+"""The instructions of nki.isa, one module per family; nki.isa re-exports them."""
