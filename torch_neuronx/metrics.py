@@ -6,6 +6,7 @@ TORCH_NEURONX_METRICS_DIR (default: the system temporary directory).
 """
 
 import atexit
+from collections.abc import Callable
 import csv
 import os
 import tempfile
@@ -18,7 +19,7 @@ from torch_neuronx import config
 _sources = []
 
 
-def register_source(counters, clear):
+def register_source(counters: Callable[[], dict[str, int]], clear: Callable[[], None]) -> None:
     """Adds counters kept elsewhere (e.g. the compiler's): two callables, dict and reset."""
     _sources.append((counters, clear))
 
@@ -33,7 +34,7 @@ def _memory_counters():
     return totals
 
 
-def counters():
+def counters() -> dict[str, int]:
     """Every counter as {name: value}."""
     names, values = torch.ops.neuron.counters()
     out = dict(zip(names, values))
@@ -43,17 +44,17 @@ def counters():
     return out
 
 
-def get_counter_names():
+def get_counter_names() -> list[str]:
     """Names of the counters that have a value."""
     return sorted(name for name, value in counters().items() if value)
 
 
-def get_counter_value(name):
+def get_counter_value(name: str) -> int:
     """The value of one counter (0 when it never fired)."""
     return counters().get(name, 0)
 
 
-def clear_counters():
+def clear_counters() -> None:
     """Resets every counter."""
     torch.ops.neuron.clear_counters()
     for i in range(torch.neuron.device_count()):
@@ -62,7 +63,7 @@ def clear_counters():
         clear()
 
 
-def report(prefix=""):
+def report(prefix: str = "") -> str:
     """A readable table of the counters whose names start with ``prefix``."""
     rows = sorted((k, v) for k, v in counters().items() if v and k.startswith(prefix))
     width = max([len(k) for k, _ in rows] + [7])
@@ -71,7 +72,7 @@ def report(prefix=""):
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path):
+def write_csv(path: str) -> None:
     """Writes every counter to ``path`` as name,value rows."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)

@@ -5,6 +5,7 @@ import os
 import threading
 
 import torch
+from torch.types import Device
 
 from torch_neuronx.platforms import PLATFORMS
 
@@ -25,17 +26,17 @@ def _index(dev=None):
     return torch.accelerator.current_device_index() if dev.index is None else dev.index
 
 
-def is_available():
+def is_available() -> bool:
     """True when at least one emulated NeuronCore is visible."""
     return device_count() > 0
 
 
-def device_count():
+def device_count() -> int:
     """Number of visible logical NeuronCores."""
     return torch.ops.neuron.device_count()
 
 
-def is_initialized():
+def is_initialized() -> bool:
     """True once the runtime has been initialised in this process."""
     return _initialized and not _in_bad_fork
 
@@ -54,7 +55,7 @@ def _lazy_init():
         _initialized = True
 
 
-def init():
+def init() -> None:
     """Initialises the runtime (it is otherwise initialised lazily)."""
     _lazy_init()
 
@@ -73,12 +74,12 @@ def _after_fork():
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def current_device():
+def current_device() -> int:
     """Index of the current NeuronCore."""
     return torch.accelerator.current_device_index()
 
 
-def set_device(dev):
+def set_device(dev: Device) -> None:
     """Makes ``dev`` the current NeuronCore."""
     idx = _index(dev)
     if idx >= 0:
@@ -110,7 +111,7 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.is_neuron else None)
 
 
-def synchronize(device=None):
+def synchronize(device: Device = None) -> None:
     """Waits for queued work on a NeuronCore; the emulated device runs synchronously."""
     torch.accelerator.synchronize(_index(device))
 
@@ -125,29 +126,29 @@ class _NeuronDeviceProperties:
     minor: int
 
 
-def get_device_properties(device=None):
+def get_device_properties(device: Device = None) -> "_NeuronDeviceProperties":
     """Properties of a NeuronCore: ``name`` (trn2/trn3) and ``total_memory`` in bytes."""
     idx = _index(device)
     name, total, core = torch.ops.neuron.platform(idx)
     return _NeuronDeviceProperties(name, total, core, idx, PLATFORMS[name].core_version, 0)
 
 
-def get_device_name(device=None):
+def get_device_name(device: Device = None) -> str:
     """Name of a NeuronCore, e.g. ``neuron:0``."""
     return f"neuron:{_index(device)}"
 
 
-def get_device_capability(device=None):
+def get_device_capability(device: Device = None) -> tuple[int, int]:
     """NeuronCore generation as (major, minor): (3, 0) on trn2, (4, 0) on trn3."""
     props = get_device_properties(device)
     return props.major, props.minor
 
 
-def get_amp_supported_dtype():
+def get_amp_supported_dtype() -> list[torch.dtype]:
     """Dtypes that torch.autocast("neuron") accepts."""
     return [torch.float32, torch.float16, torch.bfloat16]
 
 
-def is_bf16_supported(including_emulation=True):
+def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Trainium computes in bfloat16 natively."""
     return True

@@ -1,61 +1,62 @@
 """Memory statistics of the caching allocator (CUDA's names and keys)."""
 
 import torch
+from torch.types import Device
 
 from torch_neuronx.neuron.device import _index
 
 
-def memory_stats(device=None):
+def memory_stats(device: Device = None) -> dict[str, int]:
     """Allocator statistics as a flat dict with CUDA's keys."""
     return torch.accelerator.memory_stats(_index(device))
 
 
-def memory_allocated(device=None):
+def memory_allocated(device: Device = None) -> int:
     """Bytes held by tensors on a NeuronCore."""
     return torch.accelerator.memory_allocated(_index(device))
 
 
-def max_memory_allocated(device=None):
+def max_memory_allocated(device: Device = None) -> int:
     """Peak bytes held by tensors since the last reset."""
     return torch.accelerator.max_memory_allocated(_index(device))
 
 
-def memory_reserved(device=None):
+def memory_reserved(device: Device = None) -> int:
     """Bytes reserved by the caching allocator, in use or cached."""
     return torch.accelerator.memory_reserved(_index(device))
 
 
-def max_memory_reserved(device=None):
+def max_memory_reserved(device: Device = None) -> int:
     """Peak reserved bytes since the last reset."""
     return torch.accelerator.max_memory_reserved(_index(device))
 
 
-def reset_peak_memory_stats(device=None):
+def reset_peak_memory_stats(device: Device = None) -> None:
     """Resets the peak counters."""
     torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
-def reset_max_memory_allocated(device=None):
+def reset_max_memory_allocated(device: Device = None) -> None:
     """Resets the peak counters (CUDA's older name)."""
     reset_peak_memory_stats(device)
 
 
-def reset_accumulated_memory_stats(device=None):
+def reset_accumulated_memory_stats(device: Device = None) -> None:
     """Resets the allocated/freed totals."""
     torch.accelerator.reset_accumulated_memory_stats(_index(device))
 
 
-def empty_cache():
+def empty_cache() -> None:
     """Returns every cached, unused block to the host."""
     torch.accelerator.empty_cache()
 
 
-def mem_get_info(device=None):
+def mem_get_info(device: Device = None) -> tuple[int, int]:
     """(free, total) HBM bytes of a NeuronCore."""
     return torch.accelerator.get_memory_info(_index(device))
 
 
-def host_memory_stats():
+def host_memory_stats() -> dict[str, int]:
     """Pinned host memory statistics as a flat dict with CUDA's keys."""
     names, values = torch.ops.neuron.host_memory_stats()
     return dict(zip(names, values))
@@ -68,7 +69,7 @@ def _format_bytes(n):
         n /= 1024
 
 
-def memory_summary(device=None, abbreviated=False):
+def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     """A readable table of the allocator statistics."""
     idx = _index(device)
     stats = memory_stats(idx)

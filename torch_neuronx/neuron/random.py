@@ -1,6 +1,7 @@
 """Per-core random number generators."""
 
 import torch
+from torch.types import Device
 
 from torch_neuronx.neuron.device import _index, device_count
 
@@ -15,50 +16,50 @@ def _seed_bits(seed):
     return value - _UINT64 if value >= _UINT64 >> 1 else value
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> None:
     """Seeds the current NeuronCore's generator."""
     torch.ops.neuron.manual_seed(_index(), _seed_bits(seed))
 
 
-def manual_seed_all(seed):
+def manual_seed_all(seed: int) -> None:
     """Seeds every NeuronCore's generator."""
     bits = _seed_bits(seed)
     for i in range(device_count()):
         torch.ops.neuron.manual_seed(i, bits)
 
 
-def seed():
+def seed() -> int:
     """Seeds the current NeuronCore's generator from a random number."""
     return torch.ops.neuron.seed(_index()) % _UINT64
 
 
-def seed_all():
+def seed_all() -> None:
     """Seeds every NeuronCore's generator with one random number."""
     s = seed()
     manual_seed_all(s)
 
 
-def initial_seed():
+def initial_seed() -> int:
     """The seed of the current NeuronCore's generator."""
     return torch.ops.neuron.initial_seed(_index()) % _UINT64
 
 
-def get_rng_state(device="neuron"):
+def get_rng_state(device: Device = "neuron") -> torch.Tensor:
     """The generator state of a NeuronCore as a CPU ByteTensor."""
     return torch.ops.neuron.get_rng_state(_index(device))
 
 
-def set_rng_state(new_state, device="neuron"):
+def set_rng_state(new_state: torch.Tensor, device: Device = "neuron") -> None:
     """Restores a generator state produced by get_rng_state."""
     torch.ops.neuron.set_rng_state(_index(device), new_state.detach().to("cpu", torch.uint8))
 
 
-def get_rng_state_all():
+def get_rng_state_all() -> list[torch.Tensor]:
     """The generator states of every NeuronCore."""
     return [get_rng_state(i) for i in range(device_count())]
 
 
-def set_rng_state_all(new_states):
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
     """Restores the states produced by get_rng_state_all."""
     for i, state in enumerate(new_states):
         set_rng_state(state, i)

@@ -2,6 +2,7 @@
 events record host time, which makes ``elapsed_time`` meaningful."""
 
 import torch
+from torch.types import Device
 
 from torch_neuronx.neuron.device import _index
 
@@ -23,18 +24,18 @@ class Event:
                            interprocess=interprocess)
 
 
-def current_stream(device=None):
+def current_stream(device: Device = None) -> torch.Stream:
     """The current stream of a NeuronCore."""
     return torch.accelerator.current_stream(_index(device))
 
 
-def default_stream(device=None):
+def default_stream(device: Device = None) -> torch.Stream:
     """The default stream of a NeuronCore."""
     idx = _index(device)
     return torch.Stream(stream_id=0, device_index=idx, device_type=_NEURON_DEVICE_TYPE)
 
 
-def set_stream(stream):
+def set_stream(stream: torch.Stream) -> None:
     """Makes ``stream`` current on its NeuronCore."""
     if stream is not None:
         torch.accelerator.set_stream(stream)
