@@ -1,5 +1,11 @@
+"""Suite-wide isolation of compile state, and the check that compiled graphs run compiled code."""
+
+import contextlib
 import os
+import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -7,6 +13,79 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "_dynamo"))
+
+import compile_checks  # noqa: E402
+
+# Where compiled code and compile artifacts go: each gets a directory of this run.
+_STATE_DIRS = {
+    "TORCH_NEURONX_NEFF_CACHE_DIR": "neff-cache",
+    "TORCH_NEURONX_DEBUG_DIR": "neuron-debug",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor-cache",
+}
+_STATE_ROOT = pytest.StashKey[str]()
+_GRAPH_CALLS = pytest.StashKey[list]()
+_UNDO = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "graph_calls(expected): what graphs compiled by the neuron backend run in "
+        "this test: 'compiled', 'eager' or 'none' (tests/_dynamo/compile_checks.py)")
+    undo = contextlib.ExitStack()
+    config.stash[_UNDO] = undo
+    # Set here, before anything compiles, and inherited by subprocesses: a cache that another
+    # run filled would let a test pass without compiling, and the user's ~/.cache/torchneuron
+    # is not the suite's to fill.
+    root = tempfile.mkdtemp(prefix="torchneuron-tests-")
+    undo.callback(shutil.rmtree, root, ignore_errors=True)
+    env = undo.enter_context(pytest.MonkeyPatch.context())
+    for var, name in _STATE_DIRS.items():
+        env.setenv(var, os.path.join(root, name))
+    config.stash[_STATE_ROOT] = root
+    if "torch_neuronx" in sys.modules:  # not loaded with TORCH_DEVICE_BACKEND_AUTOLOAD=0
+        config.stash[_GRAPH_CALLS] = undo.enter_context(compile_checks.logging_graph_calls())
+
+
+def pytest_unconfigure(config):
+    config.stash[_UNDO].close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    # A hook rather than a fixture, so that a graph that ran eagerly fails the test itself.
+    calls = item.config.stash.get(_GRAPH_CALLS, None)
+    if calls is None:
+        return (yield)
+    calls.clear()
+    result = yield
+    marker = item.get_closest_marker("graph_calls")
+    compile_checks.check_graph_calls(calls, marker.args[0] if marker else None)
+    return result
+
+
+@pytest.fixture(scope="session")
+def session_cache(pytestconfig):
+    """The compile cache that this run's tests share."""
+    return pathlib.Path(pytestconfig.stash[_STATE_ROOT],
+                        _STATE_DIRS["TORCH_NEURONX_NEFF_CACHE_DIR"])
+
+
+def _forget_compiled_code():
+    # Only what is loaded: with TORCH_DEVICE_BACKEND_AUTOLOAD=0 neither may be, and importing
+    # Dynamo costs seconds.
+    if "torch._dynamo" in sys.modules:
+        sys.modules["torch._dynamo"].reset()
+    if "torch_neuronx" in sys.modules:
+        sys.modules["torch_neuronx"].reset_dynamo_metrics()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compile_state():
+    """Each test compiles from scratch and sees only its own compile metrics."""
+    _forget_compiled_code()
+    yield
+    _forget_compiled_code()
 
 
 @pytest.fixture(autouse=True)

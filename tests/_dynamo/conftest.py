@@ -1,30 +1,12 @@
-"""Fixtures for the neuron compile backend: a private compile cache and fresh Dynamo state."""
+"""Every compiler test must run a graph compiled by the neuron backend, as compiled code.
 
-import os
+tests/conftest.py gives each test a private compile cache and fresh Dynamo state, and checks
+the graph calls; a test that expects otherwise says so with its own ``graph_calls`` marker.
+"""
 
 import pytest
-import torch
-import torch._dynamo
-
-import torch_neuronx._dynamo as neuron_dynamo
 
 
-@pytest.fixture(scope="session", autouse=True)
-def session_cache(tmp_path_factory):
-    """One compile cache for the session, so tests that compile the same graph share it."""
-    path = tmp_path_factory.mktemp("neff-cache")
-    old = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
-    os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"]
-    else:
-        os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = old
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    neuron_dynamo.reset_dynamo_metrics()
-    yield
-    torch._dynamo.reset()
+def pytest_itemcollected(item):
+    # Appended after the test's own markers, so that those come first.
+    item.add_marker(pytest.mark.graph_calls("compiled"))

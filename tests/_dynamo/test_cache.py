@@ -30,6 +30,7 @@ def in_process_cache(monkeypatch, shared_cache):
     return shared_cache[0]
 
 
+@pytest.mark.graph_calls("none")  # in subprocesses, which check their own (mlp_job.main)
 def test_one_process_compiles_and_the_other_hits_the_cache(shared_cache):
     results = shared_cache[1]
     assert all(r["ok"] for r in results)
@@ -38,6 +39,7 @@ def test_one_process_compiles_and_the_other_hits_the_cache(shared_cache):
         assert sorted(r["hits"][kind] for r in results) == [False, True]
 
 
+@pytest.mark.graph_calls("none")
 def test_cache_files_are_private_to_the_owner(shared_cache):
     root = shared_cache[0]
     paths = [root, *root.rglob("*")]
@@ -58,6 +60,7 @@ def test_corrupted_entries_are_recompiled(in_process_cache):
         assert cache.Entry(str(entry), key).verify()
 
 
+@pytest.mark.graph_calls("none")
 def test_a_damaged_manifest_is_a_miss_not_an_error(tmp_path):
     entry = cache.Entry(str(tmp_path / "e"), "k")
     entry.reset()

@@ -1,10 +1,25 @@
 """Compiled graphs keep eager's guarantees: Trainium's policies apply, and memory may move."""
 
+import os
+import textwrap
+
 import pytest
 import torch
 
 import torch_neuronx
 from pyrun import run_python
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_checked(code, expected, env=None):
+    """Runs `code` in a fresh interpreter, checking its compiled graphs' calls as the suite
+    does in this process (compile_checks)."""
+    wrapped = (f"import sys\nsys.path.insert(0, {HERE!r})\nimport compile_checks\n"
+               "with compile_checks.logging_graph_calls() as calls:\n"
+               f"{textwrap.indent(code, '    ')}\n"
+               f"compile_checks.check_graph_calls(calls, {expected!r})\n")
+    return run_python(wrapped, env=env, timeout=300)
 
 
 def _grad_after_storage_moves(device, backend):
@@ -56,12 +71,12 @@ def test_64bit_policy_applies_inside_compiled_graphs():
 
 @pytest.mark.graph_calls("none")
 def test_native_64bit_policy_keeps_full_precision_when_compiled():
-    result = run_python(
+    result = run_checked(
         "import torch\n"
         "x = torch.tensor([1.0], dtype=torch.float64, device='neuron')\n"
         "y = torch.compile(lambda x: x + 1e-10, backend='neuron')(x)\n"
         "print(y.item() - 1.0 > 0, torch.equal(y, x + 1e-10))\n",
-        env={"TORCH_NEURONX_64BIT": "native"}, timeout=300)
+        "compiled", env={"TORCH_NEURONX_64BIT": "native"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True"]
 
@@ -91,14 +106,15 @@ def test_cpu_fallback_in_compiled_graphs_warns_once_and_obeys_the_switch():
         "        print('ran')\n"
         "    except RuntimeError as e:\n"
         "        print('refused:', str(e).splitlines()[0])\n")
-    enabled = run_python(code, timeout=300)
+    enabled = run_checked(code, "compiled")
     assert enabled.returncode == 0, enabled.stderr
     assert enabled.stdout.split() == ["ran"] * 3
     warnings = [line for line in enabled.stderr.splitlines() if "via CPU fallback" in line]
     assert warnings == ["torch_neuronx WARNING: Operator 'aten::linalg_inv_ex' executed via CPU "
                         "fallback (in a compiled graph)"]
 
-    disabled = run_python(code, env={"NEURON_FALLBACK_ENABLED": "0"}, timeout=300)
+    # Refused before the graph runs, as eager refuses before the op runs.
+    disabled = run_checked(code, "none", env={"NEURON_FALLBACK_ENABLED": "0"})
     assert disabled.returncode == 0, disabled.stderr
     lines = disabled.stdout.splitlines()
     assert len(lines) == 3 and len(set(lines)) == 1, lines

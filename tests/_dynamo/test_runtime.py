@@ -1,10 +1,12 @@
 """HostGraph: how compiled host code's outputs become neuron tensors."""
 
+import pytest
 import torch
 
 from torch_neuronx._dynamo.runtime import HOST, HostGraph
 
 
+@pytest.mark.graph_calls("none")  # HostGraph called directly
 def test_outputs_keep_layout_sharing_and_aliasing():
     def compiled(args):
         (x,) = args
@@ -14,7 +16,7 @@ def test_outputs_keep_layout_sharing_and_aliasing():
         return [base.t(), base[1], x[1:], torch.empty(0, 5), base.sum()]
 
     x = torch.ones(4, device="neuron")
-    graph = HostGraph(compiled, ["current", "current", "current", "current", HOST])
+    graph = HostGraph(compiled, ["current", "current", "current", "current", HOST], [])
     transposed, row, tail, empty, total = graph([x])
     assert (x.cpu() == 2).all()  # written in place through the alias
     for t in (transposed, row, tail, empty):
@@ -28,6 +30,7 @@ def test_outputs_keep_layout_sharing_and_aliasing():
 
 
 
+@pytest.mark.graph_calls("none")  # HostGraph called directly
 def test_results_are_pool_memory_taken_over_without_a_copy():
     made = []
 
@@ -36,7 +39,7 @@ def test_results_are_pool_memory_taken_over_without_a_copy():
         return [made[-1], made[-1][:16]]
 
     before = torch.neuron.memory_allocated()
-    full, head = HostGraph(compiled, ["current", "current"])([])
+    full, head = HostGraph(compiled, ["current", "current"], [])([])
     assert torch.neuron.memory_allocated() - before >= 4096 * 4
     assert full.data_ptr() == made[0].data_ptr()  # the same memory, not a copy
     assert head.untyped_storage().data_ptr() == full.untyped_storage().data_ptr()

@@ -17,6 +17,7 @@ def scale_shift(x):
     return torch.relu(x) * 2 + 1
 
 
+@pytest.mark.graph_calls("none")
 def test_backend_resolves_by_name_through_the_entry_point():
     result = run_python(
         "import sys, torch\n"
@@ -28,6 +29,7 @@ def test_backend_resolves_by_name_through_the_entry_point():
     assert result.stdout.split() == ["False", "False", "True", "torch_neuronx._dynamo.backend"]
 
 
+@pytest.mark.graph_calls("none")
 def test_dynamo_device_interface_is_registered():
     from torch._dynamo.device_interface import get_interface_for_device
 
@@ -55,6 +57,7 @@ def test_default_backend_inductor_settings_warn_on_neuron_graphs():
     assert_matches(out, scale_shift(x))
 
 
+@pytest.mark.graph_calls("none")
 @pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
 def test_symbolic_shapes_are_rejected(how):
     x = torch.randn(6, 3, device="neuron")
@@ -79,6 +82,7 @@ def test_new_input_shape_recompiles_statically():
     assert [g["recompile"] for g in metrics["graphs"]] == [False, True]
 
 
+@pytest.mark.graph_calls("none")
 def test_fullgraph_raises_on_graph_break():
     def fn(x):
         torch._dynamo.graph_break()
@@ -116,6 +120,7 @@ def odd_fn(x):
     return torch.tanh(x) * 0.123 + 4.56
 
 
+@pytest.mark.graph_calls("none")
 def test_compile_failure_raises_by_default(monkeypatch, failing_compiler):
     monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
     with pytest.raises(Exception, match="No working C\\+\\+ compiler") as info:
@@ -123,6 +128,7 @@ def test_compile_failure_raises_by_default(monkeypatch, failing_compiler):
     assert "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0" in "".join(info.value.__notes__)
 
 
+@pytest.mark.graph_calls("eager")
 @pytest.mark.parametrize("env, options", [("0", None), ("1", {"fallback_execution": True})])
 def test_compile_failure_runs_eagerly_when_fallback_is_on(monkeypatch, failing_compiler, env,
                                                           options):
@@ -187,6 +193,7 @@ def _(x):
     return torch.empty_like(x)
 
 
+@pytest.mark.graph_calls("eager")
 def test_custom_op_without_a_host_kernel_is_a_compile_failure(monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
     x = torch.randn(3, device="neuron")

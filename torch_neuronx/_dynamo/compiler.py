@@ -32,6 +32,10 @@ from torch_neuronx._dynamo.runtime import HOST, HostGraph
 # Part of every cache key: change it when the same graph would compile differently.
 CODEGEN_VERSION = "2"
 _64BIT = (torch.float64, torch.complex128, torch.int64)
+# Inductor's random ops take 64-bit seeds from these; they are generator state, which eager
+# keeps in the core's generator, not values on the device.
+_RNG_SEED_OPS = (torch.ops.prims.inductor_seeds.default,
+                 torch.ops.prims.inductor_lookup_seed.default)
 _CPU = torch.device("cpu")
 
 
@@ -144,7 +148,8 @@ def _apply_64bit_policy(gm):
     for node in list(gm.graph.nodes):
         value = node.meta.get("val")
         if (node.op != "call_function" or not isinstance(value, torch.Tensor)
-                or value.dtype not in _64BIT or _is_view(node.target)):
+                or value.dtype not in _64BIT or _is_view(node.target)
+                or node.target in _RNG_SEED_OPS):
             continue
         with gm.graph.inserting_after(node):
             narrowed = gm.graph.call_function(torch.ops.neuron.narrow_64bit.default,
