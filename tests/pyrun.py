@@ -5,9 +5,18 @@ import subprocess
 import sys
 
 
-def run_python(code, env=None, timeout=120):
-    """Runs `code` in a fresh interpreter; returns the CompletedProcess."""
+def _run(args, env, timeout):
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full_env,
+                          timeout=timeout)
+
+
+def run_python(code, env=None, timeout=120):
+    """Runs `code` in a fresh interpreter; returns the CompletedProcess."""
+    return _run(["-c", code], env, timeout)
+
+
+def run_script(path, *args, env=None, timeout=120):
+    """Runs the script `path` with `args` in a fresh interpreter; returns the CompletedProcess."""
+    return _run([path, *args], env, timeout)

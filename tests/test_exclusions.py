@@ -89,6 +89,23 @@ def test_fp8_storage_works_and_compute_is_refused():
             f8 * f8
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("move", [
+    lambda t: t.index_select(0, torch.tensor([3, 0, 3, 7], device=t.device)),
+    lambda t: t.clone().fill_(1.5),
+    lambda t: t.clone().fill_(torch.tensor(-2.25)),
+    lambda t: t.clone().zero_(),
+    lambda t: torch.full((3,), -2.25, dtype=t.dtype, device=t.device),
+    lambda t: torch.stack([t, t]),
+    lambda t: t[::2].contiguous(),
+], ids=["index_select", "fill_scalar", "fill_tensor", "zero", "full", "stack", "contiguous"])
+def test_fp8_data_movement_matches_cpu(dtype, move):
+    x = torch.randn(8).to(dtype)
+    out = move(x.to("neuron"))
+    assert out.device.type == "neuron" and out.dtype == dtype
+    assert torch.equal(out.cpu().view(torch.uint8), move(x).view(torch.uint8))
+
+
 @pytest.mark.parametrize("convert", [
     lambda x: x.to("neuron", memory_format=torch.channels_last),
     lambda x: x.to("neuron").contiguous(memory_format=torch.channels_last),

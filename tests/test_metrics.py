@@ -54,6 +54,9 @@ def test_log_level_from_environment():
     code = "import logging, torch_neuronx\nprint(torch_neuronx.log.logger.getEffectiveLevel())"
     assert run_python(code, env={"TORCH_NEURONX_LOG_LEVEL": "3"}).stdout.strip() == "10"
     assert run_python(code, env={"TORCH_NEURONX_LOG_LEVEL": "ERROR"}).stdout.strip() == "40"
-    quiet = run_python("import torch\ntorch.nonzero(torch.ones(3, device='neuron'))",
-                       env={"TORCH_NEURONX_LOG_LEVEL": "ERROR"})
-    assert "executed via CPU fallback" not in quiet.stderr
+    fallback = "import torch\nprint(torch.nonzero(torch.ones(3, device='neuron')).tolist())"
+    for level, warns in (("WARNING", True), ("ERROR", False)):
+        out = run_python(fallback, env={"TORCH_NEURONX_LOG_LEVEL": level})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "[[0], [1], [2]]"
+        assert ("Operator 'aten::nonzero' executed via CPU fallback" in out.stderr) == warns

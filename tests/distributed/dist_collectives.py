@@ -7,6 +7,7 @@ backend, run it on CPU copies through a pure-gloo group, and require bit-identic
 
 import datetime
 import time
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -40,12 +41,14 @@ def assert_same(neuron, cpu, device):
         assert torch.equal(neuron.cpu(), cpu), (neuron.cpu(), cpu)
 
 
-def versus_gloo(ctx, collective, *args, reference=None):
-    """collective(*args, group) on neuron (neuron group) vs `reference` or itself on CPU (gloo)."""
+def versus_gloo(ctx, collective, *args, reference=None, rank=None):
+    """collective(*args, group) on neuron (neuron group) vs `reference` or itself on CPU (gloo),
+    compared on every rank, or only on `rank` where the result is defined only there."""
     on_neuron, on_cpu = move(list(args), ctx.device), move(list(args), "cpu")
     collective(*on_neuron, group=dist.group.WORLD)
     (reference or collective)(*on_cpu, group=ctx.gloo)
-    assert_same(on_neuron, on_cpu, ctx.device)
+    if rank in (None, ctx.rank):
+        assert_same(on_neuron, on_cpu, ctx.device)
 
 
 def sum_then_divide(collective):
@@ -61,14 +64,45 @@ def sum_then_divide(collective):
     return reference
 
 
+# The ReduceOps gloo has, by the dtypes they apply to; AVG and PREMUL_SUM need a reference.
+FLOAT_OPS = (R.SUM, R.PRODUCT, R.MIN, R.MAX)
+INTEGER_OPS = (R.SUM, R.BAND, R.BOR, R.BXOR)
+
+
+def premul_sum_reference(collective, factor):
+    """PREMUL_SUM as gloo can do it: scale the input, then sum. The input is the last argument:
+    a list, whose tensors the caller keeps unscaled, or the tensor reduced in place."""
+
+    def reference(*args, group):
+        if isinstance(args[-1], list):
+            args = (*args[:-1], [t * factor for t in args[-1]])
+        else:
+            args[-1].mul_(factor)
+        collective(*args, op=R.SUM, group=group)
+
+    return reference
+
+
+def check_every_op(ctx, collective, make_args, rank=None):
+    """collective(*args, op=, group=) with every ReduceOp against gloo on CPU tensors."""
+    for dtype, ops in ((torch.float32, FLOAT_OPS), (torch.int64, INTEGER_OPS)):
+        for op in ops:
+            versus_gloo(ctx, partial(collective, op=op), *make_args(dtype), rank=rank)
+        versus_gloo(ctx, partial(collective, op=R.AVG), *make_args(dtype),
+                    reference=sum_then_divide(collective), rank=rank)
+    versus_gloo(ctx, partial(collective, op=dist._make_nccl_premul_sum(0.25)),
+                *make_args(torch.float32), reference=premul_sum_reference(collective, 0.25),
+                rank=rank)
+
+
 def check_all_reduce(ctx):
     def reduce(op):
         return lambda t, group: dist.all_reduce(t, op, group)
 
     for dtype in (torch.float32, torch.bfloat16):
-        for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX):
+        for op in FLOAT_OPS:
             versus_gloo(ctx, reduce(op), inputs(ctx, (33, 7), dtype))
-    for op in (R.SUM, R.BAND, R.BOR, R.BXOR):
+    for op in INTEGER_OPS:
         versus_gloo(ctx, reduce(op), inputs(ctx, (65,), torch.int64))
 
 
@@ -165,13 +199,9 @@ def check_whole_group_tensor_layouts(ctx):
 
 
 def check_reduce_scatter(ctx):
-    def scatter(op):
-        return lambda out, ins, group: dist.reduce_scatter(out, ins, op, group)
-
-    args = (torch.zeros(6, 2), [inputs(ctx, (6, 2), salt=i) for i in range(ctx.world)])
-    versus_gloo(ctx, scatter(R.SUM), *args)
-    versus_gloo(ctx, scatter(R.MAX), *args)
-    versus_gloo(ctx, scatter(R.AVG), *args, reference=sum_then_divide(dist.reduce_scatter))
+    check_every_op(ctx, dist.reduce_scatter, lambda dtype: (
+        torch.zeros(6, 2, dtype=dtype),
+        [inputs(ctx, (6, 2), dtype, salt=i) for i in range(ctx.world)]))
 
 
 def check_reduce_scatter_tensor(ctx):
@@ -242,19 +272,9 @@ def check_broadcast(ctx):
 
 def check_reduce(ctx):
     root = ctx.world - 1
-
-    def reduce(op):
-        return lambda t, group: dist.reduce(t, root, op, group)
-
-    for op in (R.SUM, R.MAX):
-        versus_gloo(ctx, reduce(op), inputs(ctx, (9, 2)))
-    # AVG: only the root's result is defined.
-    mine = inputs(ctx, (9, 2)).to(ctx.device)
-    dist.reduce(mine, root, R.AVG)
-    expected = inputs(ctx, (9, 2))
-    dist.all_reduce(expected, R.SUM, ctx.gloo)
-    if ctx.rank == root:
-        assert torch.equal(mine.cpu(), expected / ctx.world)
+    # Only the root's result is defined.
+    check_every_op(ctx, lambda t, op, group: dist.reduce(t, root, op, group),
+                   lambda dtype: (inputs(ctx, (9, 2), dtype),), rank=root)
 
 
 def check_gather(ctx):

@@ -2,6 +2,7 @@
 each process takes core LOCAL_RANK, and a rank beyond the emulated cores gets a clear error."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -74,11 +75,18 @@ def test_visible_cores_leave_the_device_alone(monkeypatch):
 
 
 def test_torchrun_fsdp2_example():
-    done = torchrun(2, [os.path.join(EXAMPLES, "train_fsdp2.py"), "--steps", "3"])
-    assert done.returncode == 0, done.stderr
-    assert "step 2: loss" in done.stdout
-    for rank in range(2):
-        assert f"rank {rank} of 2 trained on neuron:{rank}" in done.stdout
+    losses = {}
+    for flags in ((), ("--bf16",)):
+        done = torchrun(2, [os.path.join(EXAMPLES, "train_fsdp2.py"), "--steps", "3", *flags])
+        assert done.returncode == 0, done.stderr
+        losses[flags] = [float(v) for v in re.findall(r"^step \d+: loss (\S+)$", done.stdout,
+                                                     re.M)]
+        assert len(losses[flags]) == 3, done.stdout
+        for rank in range(2):
+            assert f"rank {rank} of 2 trained on neuron:{rank}" in done.stdout
+    # bf16 compute moves the losses, a little.
+    assert losses[()] != losses[("--bf16",)]
+    assert losses[()] == pytest.approx(losses[("--bf16",)], rel=0.05)
 
 
 def test_torchrun_rank_beyond_emulated_cores():

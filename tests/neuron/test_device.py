@@ -29,6 +29,22 @@ def test_trn3_override():
     assert out.stdout.split() == ["trn3", str(36 * 2**30), "4"], out.stderr
 
 
+@pytest.mark.parametrize("platform, gib", [("trn2", 12), ("trn3", 18)])
+def test_logical_core_size_one(platform, gib):
+    # LNC=1: the chip's 8 physical cores are 8 logical ones, each with an eighth of its HBM.
+    code = ("import torch\n"
+            "p = torch.neuron.get_device_properties(7)\n"
+            "print(torch.neuron.device_count(), p.physical_core, p.total_memory)\n"
+            "try:\n"
+            f"    torch.empty({gib} * 2**30 + 1, dtype=torch.uint8, device='neuron:7')\n"
+            "except torch.OutOfMemoryError:\n"
+            "    print('out of memory')\n")
+    out = run_python(code, env={"NEURON_LOGICAL_NC_CONFIG": "1",
+                                "NEURON_PLATFORM_TARGET_OVERRIDE": platform})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == [f"8 7 {gib * 2**30}", "out of memory"]
+
+
 @pytest.mark.parametrize("env, count, core", [
     ({"NEURON_RT_VISIBLE_CORES": "0-1"}, 2, 0),
     ({"NEURON_RT_VISIBLE_CORES": "2"}, 1, 2),
@@ -118,10 +134,10 @@ def test_autoload_and_opt_out():
 
 
 def test_hugging_face_detection():
-    import importlib.util
-
-    assert importlib.util.find_spec("torch_neuronx") is not None
-    assert hasattr(torch, "neuron") and torch.neuron.is_available()
+    # What transformers itself asks to pick the neuron device and bf16 training.
+    import_utils = pytest.importorskip("transformers.utils.import_utils")
+    assert import_utils.is_torch_neuron_available(check_device=True)
+    assert import_utils.is_torch_bf16_gpu_available()
 
 
 def test_importing_the_package_first_works():

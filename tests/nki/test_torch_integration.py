@@ -2,6 +2,7 @@
 import pytest
 import torch
 from nkitest_utils import requires_neuron, requires_neuron_backend
+from pyrun import run_python
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import nki
@@ -168,8 +169,21 @@ def test_wrap_nki_on_neuron():
     torch.testing.assert_close(out.cpu(), 2 * x.cpu() + y0)
 
 
+@requires_neuron
+def test_import_torch_neuronx_nki_is_the_nki_package():
+    out = run_python("import torch_neuronx.nki\n"
+                     "import torch_neuronx.nki.language as nl\n"
+                     "from torch_neuronx.nki.torch_integration import nki_op\n"
+                     "import nki, nki.language, nki.torch_integration\n"
+                     "print(torch_neuronx.nki is nki, nl is nki.language,"
+                     " nki_op is nki.torch_integration.nki_op)")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"] * 3
+
+
 def test_nki_op_requires_annotations():
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="Parameter x must have a type annotation"):
         @nki_op("nki_tests::unannotated", mutates_args=())
         def bad(x):
             return softplus_kernel(x)
+    assert not hasattr(torch.ops.nki_tests, "unannotated"), "a refused op must not be registered"

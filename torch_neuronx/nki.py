@@ -1,0 +1,13 @@
+"""``import torch_neuronx.nki`` (TorchNeuron's spelling) gives the ``nki`` package itself.
+
+Its submodules are aliased too: loading one again under a second name would define its classes
+twice and register its torch ops twice."""
+
+import sys
+
+import nki
+import nki.torch_integration  # noqa: F401  (the one submodule nki does not import itself)
+
+for _name, _module in list(sys.modules.items()):
+    if _name == "nki" or _name.startswith("nki."):
+        sys.modules["torch_neuronx." + _name] = _module
