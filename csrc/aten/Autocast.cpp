@@ -9,12 +9,13 @@ namespace {
 // The policy macros name ATen types unqualified.
 using namespace at;
 
-at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&,
-    const std::optional<at::Tensor>&, int64_t) {
+at::Tensor binary_cross_entropy_banned(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, int64_t) {
   TORCH_CHECK(false,
       "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
       "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
-      "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+      "In this case, combine the two layers using "
+      "torch.nn.functional.binary_cross_entropy_with_logits\n"
       "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
       "safe to autocast.");
 }

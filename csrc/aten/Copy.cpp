@@ -16,10 +16,10 @@ at::Tensor host_side(const at::Tensor& t) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(self.device().type() == kNeuron || self.device().is_cpu(),
-      "Cannot copy from ", self.device(), " to ", dst.device(), "; go through the CPU");
-  TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(),
-      "Cannot copy from ", self.device(), " to ", dst.device(), "; go through the CPU");
+  TORCH_CHECK(self.device().type() == kNeuron || self.device().is_cpu(), "Cannot copy from ",
+      self.device(), " to ", dst.device(), "; go through the CPU");
+  TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(), "Cannot copy from ",
+      self.device(), " to ", dst.device(), "; go through the CPU");
   bool from_device = self.device().type() == kNeuron;
   bool to_device = dst.device().type() == kNeuron;
   auto nbytes = static_cast<int64_t>(dst.numel() * dst.element_size());

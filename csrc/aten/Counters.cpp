@@ -9,8 +9,13 @@ namespace neuron {
 namespace {
 
 const char* const kCounterNames[] = {
-    "HostToDeviceCopies", "HostToDeviceBytes", "DeviceToHostCopies", "DeviceToHostBytes",
-    "DeviceToDeviceCopies", "DeviceToDeviceBytes", "Narrowed64BitValues",
+    "HostToDeviceCopies",
+    "HostToDeviceBytes",
+    "DeviceToHostCopies",
+    "DeviceToHostBytes",
+    "DeviceToDeviceCopies",
+    "DeviceToDeviceBytes",
+    "Narrowed64BitValues",
 };
 
 struct Registry {

@@ -8,7 +8,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-
 namespace neuron {
 namespace {
 
@@ -30,8 +29,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   check_64bit_dtype(c10::dtype_or_default(dtype), "tensor creation");
   c10::DeviceGuard guard(c10::Device(kNeuron, device_index(device)));
   return at::detail::empty_generic(size, device_allocator(),
-      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      c10::dtype_or_default(dtype), memory_format);
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype),
+      memory_format);
 }
 
 // Strides are kept exactly, as CPU keeps them (clone, *_like and .to preserve a permuted

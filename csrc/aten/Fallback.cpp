@@ -34,9 +34,9 @@ c10::Storage copy_to_host(c10::StorageImpl* device_storage) {
   size_t nbytes = device_storage->nbytes();
   count(Counter::DeviceToHostCopies);
   count(Counter::DeviceToHostBytes, static_cast<int64_t>(nbytes));
-  auto storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), nbytes, c10::GetCPUAllocator()->allocate(nbytes),
-      c10::GetCPUAllocator(), true));
+  auto storage =
+      c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+          nbytes, c10::GetCPUAllocator()->allocate(nbytes), c10::GetCPUAllocator(), true));
   if (nbytes > 0) {
     std::memcpy(storage.mutable_data(), device_storage->data(), nbytes);
   }
@@ -82,9 +82,9 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   for (const auto& arg : schema.arguments()) {
     const auto& type = arg.type();
     bool generator = type->kind() == c10::TypeKind::GeneratorType ||
-        (type->kind() == c10::TypeKind::OptionalType &&
-         type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-             c10::TypeKind::GeneratorType);
+                     (type->kind() == c10::TypeKind::OptionalType &&
+                         type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+                             c10::TypeKind::GeneratorType);
     args.push_back({arg.alias_info() && arg.alias_info()->isWrite(), generator,
         arg.name() == "memory_format", arg.name() == "indices"});
     has_generator |= generator;
@@ -97,9 +97,8 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   bool fp8_data_op = fp8_data_ops().count(c10::toString(schema.operator_name())) > 0;
   return cache
       .insert_or_assign(&schema,
-          OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns),
-              has_generator, implicit_rng, fp8_data_op,
-              op_counts(c10::toString(schema.operator_name()))})
+          OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns), has_generator,
+              implicit_rng, fp8_data_op, op_counts(c10::toString(schema.operator_name()))})
       .first->second;
 }
 
@@ -112,7 +111,8 @@ bool is_channels_last(const c10::IValue& v) {
 }
 
 void announce(OpCounts& counts, bool compiled) {
-  TORCH_CHECK(fallback_enabled(), "Operator '", counts.name, "' has no native neuron "
+  TORCH_CHECK(fallback_enabled(), "Operator '", counts.name,
+      "' has no native neuron "
       "implementation and the CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0). Unset "
       "NEURON_FALLBACK_ENABLED to let it run on the host, or avoid the op; see "
       "docs/limitations.md");
@@ -122,7 +122,7 @@ void announce(OpCounts& counts, bool compiled) {
   }
   if (!counts.warned.exchange(true)) {
     log("WARNING", "Operator '" + counts.name + "' executed via CPU fallback" +
-        (compiled ? " (in a compiled graph)" : ""));
+                       (compiled ? " (in a compiled graph)" : ""));
   }
 }
 
@@ -241,11 +241,10 @@ class HostCall {
       device_ = index;
       return;
     }
-    TORCH_CHECK(device_ == index,
-        "Expected all tensors to be on the same device, but got ", arg.name(), " is on neuron:",
-        static_cast<int>(index), ", different from other tensors on neuron:",
-        static_cast<int>(device_), " (when checking argument in method ",
-        schema_.operator_name(), ")");
+    TORCH_CHECK(device_ == index, "Expected all tensors to be on the same device, but got ",
+        arg.name(), " is on neuron:", static_cast<int>(index),
+        ", different from other tensors on neuron:", static_cast<int>(device_),
+        " (when checking argument in method ", schema_.operator_name(), ")");
   }
 
   at::Tensor to_host(const at::Tensor& t, const c10::Argument& arg, const ArgInfo& info) {
@@ -264,7 +263,8 @@ class HostCall {
     check_mixing();
     // The CPU-fallback tier takes FP8 too (FP8 scaled matmul runs there, docs/limitations.md).
     TORCH_CHECK(!is_fp8(t.scalar_type()) || fp8_data_op_ || copy_, schema_.operator_name(), " on ",
-        t.scalar_type(), " neuron tensors: FP8 compute on Trainium needs NKI kernels (FP8 "
+        t.scalar_type(),
+        " neuron tensors: FP8 compute on Trainium needs NKI kernels (FP8 "
         "tensors can be created, copied and cast here). Cast to bfloat16 first, or write the "
         "computation as an NKI kernel; see docs/limitations.md");
     auto* dev = t.storage().unsafeGetStorageImpl();
@@ -296,7 +296,8 @@ class HostCall {
       op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack_);
     } catch (const c10::NotImplementedError&) {
       TORCH_CHECK_NOT_IMPLEMENTED(op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
-          "The operator '", schema_.operator_name(), "' is not supported on the neuron device: "
+          "The operator '", schema_.operator_name(),
+          "' is not supported on the neuron device: "
           "it has no neuron kernel and no CPU kernel to run on the emulated NeuronCore (it exists "
           "only for another backend, such as CUDA or cuDNN). Use an equivalent op that has a "
           "CPU implementation.");
@@ -362,9 +363,9 @@ class HostCall {
       }
     }
     if (const auto* alias = alias_of(h.storage().unsafeGetStorageImpl())) {
-      return tensor_over(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
-                             alias->device)),
-          h, c10::DispatchKey::PrivateUse1);
+      return tensor_over(
+          c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(alias->device)), h,
+          c10::DispatchKey::PrivateUse1);
     }
     if (copy_) {
       count(Counter::HostToDeviceCopies);

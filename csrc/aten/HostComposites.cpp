@@ -3,8 +3,8 @@
 
 #include "aten/HostComposites.h"
 #include "aten/HostView.h"
-#include "runtime/Device.h"
 #include "runtime/CoreScope.h"
+#include "runtime/Device.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -64,7 +64,8 @@ void for_each_tensor(c10::IValue& v, Fn fn) {
 
 } // namespace
 
-void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+void run_like_cpu(
+    const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
   std::optional<c10::Device> device;

@@ -7,6 +7,7 @@
 namespace neuron {
 
 // Runs the op's CPU implementation, autograd included, on host views of its neuron tensors.
-void run_like_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+void run_like_cpu(
+    const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
 } // namespace neuron

@@ -35,9 +35,8 @@ c10::Storage host_storage(c10::StorageImpl* device_storage) {
   void* data = device_storage->nbytes() ? device_storage->mutable_data() : nullptr;
   c10::raw::intrusive_ptr::incref(device_storage);
   c10::DataPtr ptr(data, device_storage, &release_storage, c10::Device(c10::DeviceType::CPU));
-  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(), std::move(ptr),
-      c10::GetCPUAllocator(), true));
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+      device_storage->nbytes(), std::move(ptr), c10::GetCPUAllocator(), true));
 }
 
 at::Tensor tensor_over(const c10::Storage& storage, const at::Tensor& t, c10::DispatchKey key) {

@@ -5,8 +5,8 @@
 #include "runtime/Config.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/library.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include <atomic>
 #include <limits>
@@ -25,7 +25,8 @@ Policy64 read_policy() {
   if (mode == "error") {
     return Policy64::Error;
   }
-  TORCH_CHECK(false, "TORCH_NEURONX_64BIT='", mode, "' is not a 64-bit policy; use narrow, "
+  TORCH_CHECK(false, "TORCH_NEURONX_64BIT='", mode,
+      "' is not a 64-bit policy; use narrow, "
       "native or error");
 }
 
@@ -53,8 +54,8 @@ Policy64 policy_64bit() {
 }
 
 void check_64bit_dtype(c10::ScalarType dtype, const std::string& source) {
-  TORCH_CHECK(policy_64bit() != Policy64::Error ||
-          !(dtype == c10::kDouble || dtype == c10::kComplexDouble),
+  TORCH_CHECK(
+      policy_64bit() != Policy64::Error || !(dtype == c10::kDouble || dtype == c10::kComplexDouble),
       "64-bit floating point (", dtype, ") is not supported on neuron (", source,
       "): Trainium has no 64-bit arithmetic and TORCH_NEURONX_64BIT=error refuses it. Use "
       "float32, or set TORCH_NEURONX_64BIT=narrow; see docs/limitations.md");
@@ -79,9 +80,9 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
     auto high = hi.item<int64_t>();
     constexpr auto kMin = std::numeric_limits<int32_t>::min();
     constexpr auto kMax = std::numeric_limits<int32_t>::max();
-    TORCH_CHECK(low >= kMin && high <= kMax,
-        "int64 value ", (low < kMin ? low : high), " from ", source, " does not fit in int32 [",
-        kMin, ", ", kMax, "]: Trainium stores int64 as int32 (TORCH_NEURONX_64BIT=narrow). Keep "
+    TORCH_CHECK(low >= kMin && high <= kMax, "int64 value ", (low < kMin ? low : high), " from ",
+        source, " does not fit in int32 [", kMin, ", ", kMax,
+        "]: Trainium stores int64 as int32 (TORCH_NEURONX_64BIT=narrow). Keep "
         "values in range, or set TORCH_NEURONX_64BIT=native; see docs/limitations.md");
     return;
   }
@@ -97,7 +98,7 @@ bool fallback_enabled() {
 
 bool is_fp8(c10::ScalarType dtype) {
   return dtype == c10::kFloat8_e4m3fn || dtype == c10::kFloat8_e5m2 ||
-      dtype == c10::kFloat8_e4m3fnuz || dtype == c10::kFloat8_e5m2fnuz;
+         dtype == c10::kFloat8_e4m3fnuz || dtype == c10::kFloat8_e5m2fnuz;
 }
 
 std::unordered_set<std::string>& fp8_data_ops() {
@@ -146,7 +147,8 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Forward-mode automatic differentiation (forward_ad dual "
+  TORCH_CHECK_NOT_IMPLEMENTED(false,
+      "Forward-mode automatic differentiation (forward_ad dual "
       "tensors, torch.func.jvp, jacfwd) is not supported on neuron tensors: TorchNeuron leaves "
       "it out. Use reverse mode (backward, torch.func.vjp, jacrev), or run the forward-mode "
       "part on the CPU; see docs/limitations.md");

@@ -108,9 +108,9 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> host_memory_stats() {
            std::pair{"active_bytes", stats.active_bytes},
            std::pair{"allocations", stats.allocations},
            std::pair{"allocated_bytes", stats.allocated_bytes}}) {
-    for (const auto& [field, value] : {std::pair{"current", stat.current},
-             std::pair{"peak", stat.peak}, std::pair{"allocated", stat.allocated},
-             std::pair{"freed", stat.freed}}) {
+    for (const auto& [field, value] :
+        {std::pair{"current", stat.current}, std::pair{"peak", stat.peak},
+            std::pair{"allocated", stat.allocated}, std::pair{"freed", stat.freed}}) {
       names.push_back(std::string(name) + "." + field);
       values.push_back(value);
     }
@@ -126,10 +126,10 @@ void reset_counters() {
   clear_counters();
 }
 
-void set_platform(std::string name, int64_t hbm_per_chip, int64_t physical_cores,
-    std::string error) {
-  configure_platform(std::move(name), static_cast<size_t>(hbm_per_chip), physical_cores,
-      std::move(error));
+void set_platform(
+    std::string name, int64_t hbm_per_chip, int64_t physical_cores, std::string error) {
+  configure_platform(
+      std::move(name), static_cast<size_t>(hbm_per_chip), physical_cores, std::move(error));
 }
 
 std::tuple<std::vector<std::string>, std::vector<std::string>> config_variables() {
@@ -190,8 +190,10 @@ TORCH_LIBRARY(neuron, m) {
   m.def("narrow_64bit(Tensor self, str source) -> Tensor");
   m.def("policy_64bit() -> str", &policy_64bit_name);
   m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);
-  m.def("route(str[] cpu_fallback_ops, str[] mask_ops, str[] device_selecting_ops, "
-      "str[] host_composite_ops, str[] fp8_ops) -> int[]", &route);
+  m.def(
+      "route(str[] cpu_fallback_ops, str[] mask_ops, str[] device_selecting_ops, "
+      "str[] host_composite_ops, str[] fp8_ops) -> int[]",
+      &route);
   m.def("counters() -> (str[], int[])", &counters);
   m.def("clear_counters() -> ()", &reset_counters);
   m.def("host_memory_stats() -> (str[], int[])", &host_memory_stats);

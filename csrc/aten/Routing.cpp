@@ -4,9 +4,9 @@
 // (torch_neuronx/op_policy.json): the CPU-fallback tier, composites that pick a backend by
 // device type and so would never reach a CPU kernel, and the host composites.
 
+#include "aten/Routing.h"
 #include "aten/Fallback.h"
 #include "aten/HostComposites.h"
-#include "aten/Routing.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -56,21 +56,21 @@ RouteCounts route_ops(const Routes& routes) {
   static RouteCounts counts;
   std::call_once(once, [&] {
     // Kept alive for the life of the process: the registrations belong to it.
-    static auto* lib = new torch::Library(torch::Library::IMPL, "aten",
-        c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    static auto* autograd_lib = new torch::Library(torch::Library::IMPL, "aten",
-        c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+    static auto* lib = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    static auto* autograd_lib = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
     for (const auto& name : routes.host_composite) {
       lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
       autograd_lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_like_cpu>());
       ++counts.host_composite;
     }
-    std::unordered_set<std::string> fallback(routes.cpu_fallback.begin(),
-        routes.cpu_fallback.end());
-    std::unordered_set<std::string> masked(routes.mask_dependent.begin(),
-        routes.mask_dependent.end());
-    std::unordered_set<std::string> by_name(routes.device_selecting.begin(),
-        routes.device_selecting.end());
+    std::unordered_set<std::string> fallback(
+        routes.cpu_fallback.begin(), routes.cpu_fallback.end());
+    std::unordered_set<std::string> masked(
+        routes.mask_dependent.begin(), routes.mask_dependent.end());
+    std::unordered_set<std::string> by_name(
+        routes.device_selecting.begin(), routes.device_selecting.end());
     auto& dispatcher = c10::Dispatcher::singleton();
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (!is_aten(name)) {
@@ -87,12 +87,14 @@ RouteCounts route_ops(const Routes& routes) {
         continue;
       }
       if (fallback.count(qualified)) {
-        lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_cpu_fallback>());
+        lib->impl(
+            qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_cpu_fallback>());
         ++counts.cpu_fallback;
         continue;
       }
       bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
-      bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+      bool composite =
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
       if ((cpu && composite) || by_name.count(qualified)) {
         lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_native>());

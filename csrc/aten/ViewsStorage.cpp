@@ -15,8 +15,8 @@
 namespace neuron {
 namespace {
 
-const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
-    std::optional<c10::MemoryFormat> memory_format) {
+const at::Tensor& resize_(
+    const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
   auto f = memory_format.value_or(c10::MemoryFormat::Contiguous);
   TORCH_CHECK(f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve,
       "Neuron tensors only support contiguous or preserve memory format, got ", f,
@@ -49,10 +49,10 @@ at::Tensor& set_empty(at::Tensor& self) {
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
   auto dense = [](const at::Tensor& t) {
     return t.layout() == c10::kStrided &&
-        (t.device().type() == kNeuron || t.device().type() == c10::DeviceType::CPU);
+           (t.device().type() == kNeuron || t.device().type() == c10::DeviceType::CPU);
   };
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
-      (dense(self) && dense(from));
+         (dense(self) && dense(from));
 }
 
 void record_stream(at::Tensor&, c10::Stream) {}

@@ -148,8 +148,8 @@ at::Tensor HostArgs::operator()(const at::Tensor& t) {
   if (!t.defined()) {
     return t;
   }
-  TORCH_CHECK(!device_ || *device_ == t.device(),
-      "all tensors must be on one device, got ", *device_, " and ", t.device());
+  TORCH_CHECK(!device_ || *device_ == t.device(), "all tensors must be on one device, got ",
+      *device_, " and ", t.device());
   device_ = t.device();
   return t.is_cpu() ? t : as_cpu(t);
 }
@@ -300,8 +300,8 @@ WorkPtr NeuronBackend::run(
     OpType type, std::vector<at::Tensor> outputs, int peer, Launch&& launch) {
   uint64_t seq = ++seq_;
   std::string label = c10::str("[Rank ", rank_, "] neuron ", c10d::opTypeToString(type),
-      peer >= 0 ? c10::str(" with peer rank ", peer) : std::string(),
-      " (SeqNum=", seq, ", group '", pg_uid_, "' of ", size_, " ranks)");
+      peer >= 0 ? c10::str(" with peer rank ", peer) : std::string(), " (SeqNum=", seq, ", group '",
+      pg_uid_, "' of ", size_, " ranks)");
   HostArgs host;
   WorkPtr gloo;
   try {

@@ -16,9 +16,12 @@ PYBIND11_MODULE(_C_dist, m) {
         return c10::make_intrusive<neuron::dist::NeuronBackend>(std::move(gloo));
       }),
           py::arg("gloo"));
-  m.def("wait_for_completions", [](double timeout_s) {
-    return neuron::dist::wait_for_completions(std::chrono::milliseconds(
-        static_cast<int64_t>(timeout_s * 1000)));
-  }, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
+  m.def(
+      "wait_for_completions",
+      [](double timeout_s) {
+        return neuron::dist::wait_for_completions(
+            std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+      },
+      py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
       "Waits until no collective is completing on a transport thread; False on timeout.");
 }

@@ -23,8 +23,8 @@ using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
 
-constexpr size_t kSmallLimit = size_t(1) << 20;     // small pool: requests under 1 MiB
-constexpr size_t kClassLimit = size_t(16) << 20;    // size classes below 16 MiB
+constexpr size_t kSmallLimit = size_t(1) << 20;  // small pool: requests under 1 MiB
+constexpr size_t kClassLimit = size_t(16) << 20; // size classes below 16 MiB
 constexpr size_t kMinBlock = 256;
 constexpr size_t kLargeGranule = size_t(2) << 20;
 constexpr size_t kAlignment = 64;
@@ -47,11 +47,11 @@ size_t round_size(size_t n) {
 
 struct Block {
   void* ptr;
-  size_t size;       // rounded size, what the block reserves
-  size_t requested;  // what the current owner asked for
+  size_t size;      // rounded size, what the block reserves
+  size_t requested; // what the current owner asked for
   c10::DeviceIndex device;
   bool adopted;
-  c10::DataPtr host;  // owner of adopted memory
+  c10::DataPtr host; // owner of adopted memory
 };
 
 StatType pool_of(size_t size) {
@@ -72,8 +72,8 @@ void update(c10::CachingAllocator::StatArray& stat, StatType pool, int64_t delta
 template <typename Fn>
 void for_each_stat(DeviceStats& stats, Fn fn) {
   for (auto* arr : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
-                    &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
-                    &stats.inactive_split_bytes, &stats.requested_bytes}) {
+           &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+           &stats.inactive_split_bytes, &stats.requested_bytes}) {
     for (auto& s : *arr) {
       fn(s);
     }
@@ -84,7 +84,7 @@ struct DeviceState {
   DeviceStats stats;
   size_t reserved = 0;
   std::unordered_map<size_t, std::vector<Block*>> free_blocks;
-  std::map<uintptr_t, Block*> segments;  // every reserved block, for pointer lookups
+  std::map<uintptr_t, Block*> segments; // every reserved block, for pointer lookups
 };
 
 void release_block(void* ptr);
@@ -97,9 +97,7 @@ class Pools {
     }
   }
 
-  DeviceState& at(c10::DeviceIndex index) {
-    return *devices_.at(check_device(index));
-  }
+  DeviceState& at(c10::DeviceIndex index) { return *devices_.at(check_device(index)); }
 
   c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex index) {
     auto& d = at(index);
@@ -144,9 +142,7 @@ class Pools {
     update(d.stats.requested_bytes, pool, static_cast<int64_t>(requested));
   }
 
-  std::unique_lock<std::mutex> lock() {
-    return std::unique_lock<std::mutex>(mutex_);
-  }
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
 
   // The device of the block whose base address is `ptr`, or -1.
   c10::DeviceIndex owner(void* ptr) {
@@ -213,8 +209,7 @@ class Pools {
 
   Block* reserve(DeviceState& d, c10::DeviceIndex index, size_t size, size_t nbytes, bool retried) {
     void* ptr = nullptr;
-    if (d.reserved + size > hbm_capacity() ||
-        posix_memalign(&ptr, kAlignment, size) != 0) {
+    if (d.reserved + size > hbm_capacity() || posix_memalign(&ptr, kAlignment, size) != 0) {
       if (!retried) {
         ++d.stats.num_alloc_retries;
         release_cached(d);
@@ -261,9 +256,9 @@ class Pools {
     auto allocated = d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
     TORCH_CHECK_WITH(OutOfMemoryError, false,
         "Neuron out of memory on neuron:", static_cast<int>(index), " (", platform_name(),
-        " logical NeuronCore ", physical_core(index), "). Tried to allocate ",
-        format(nbytes), "; ", format(allocated), " allocated, ", format(d.reserved),
-        " reserved, capacity ", format(hbm_capacity()),
+        " logical NeuronCore ", physical_core(index), "). Tried to allocate ", format(nbytes), "; ",
+        format(allocated), " allocated, ", format(d.reserved), " reserved, capacity ",
+        format(hbm_capacity()),
         ". Free tensors you no longer need, call torch.neuron.empty_cache(), or use a "
         "smaller batch.");
   }
@@ -281,9 +276,7 @@ class Pools {
     return buf;
   }
 
-  void register_block(Block* block) {
-    registry_[block->ptr] = block;
-  }
+  void register_block(Block* block) { registry_[block->ptr] = block; }
 
   std::vector<std::unique_ptr<DeviceState>> devices_;
   // One lock for every pool: the emulated cores share one host, and contention is rare.
@@ -325,9 +318,7 @@ class PoolAwareCPUAllocator final : public c10::Allocator {
     return data;
   }
 
-  c10::DeleterFnPtr raw_deleter() const override {
-    return &release_any;
-  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release_any; }
 
   void copy_data(void* dst, const void* src, size_t nbytes) const override {
     std::memcpy(dst, src, nbytes);

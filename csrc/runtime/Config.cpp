@@ -10,8 +10,8 @@ namespace neuron::config {
 
 std::vector<std::pair<std::string, std::string>> variables() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& v : {kLogicalCoreConfig, kVisibleCores, kNumCores, kFallbackEnabled,
-           kPolicy64Bit}) {
+  for (const auto& v :
+      {kLogicalCoreConfig, kVisibleCores, kNumCores, kFallbackEnabled, kPolicy64Bit}) {
     out.emplace_back(v.name, v.fallback);
   }
   return out;
@@ -36,7 +36,8 @@ bool flag(const Variable& v) {
       return false;
     }
   }
-  TORCH_CHECK(false, v.name, "='", text(v), "' is not a boolean; use 1/0, true/false, yes/no "
+  TORCH_CHECK(false, v.name, "='", text(v),
+      "' is not a boolean; use 1/0, true/false, yes/no "
       "or on/off");
 }
 

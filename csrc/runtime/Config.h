@@ -11,7 +11,7 @@ namespace neuron::config {
 
 struct Variable {
   const char* name;
-  const char* fallback;  // the default, as text; "" means unset
+  const char* fallback; // the default, as text; "" means unset
 };
 
 constexpr Variable kLogicalCoreConfig{"NEURON_LOGICAL_NC_CONFIG", "2"};

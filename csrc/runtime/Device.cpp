@@ -15,7 +15,7 @@ struct Platform {
   size_t hbm_per_chip;
   int64_t physical_cores;
   int64_t lnc;
-  std::vector<int64_t> visible;  // physical logical-core ids, in device-index order
+  std::vector<int64_t> visible; // physical logical-core ids, in device-index order
 };
 
 // What torch_neuronx/platforms.py chose (configure_platform); an error is raised at first use.
@@ -41,12 +41,12 @@ std::vector<int64_t> parse_core_list(const std::string& text, int64_t available)
     auto dash = item.find('-');
     int64_t lo = config::parse_integer(item.substr(0, dash), var);
     int64_t hi = dash == std::string::npos ? lo : config::parse_integer(item.substr(dash + 1), var);
-    TORCH_CHECK(lo >= 0 && lo <= hi,
-        var, "='", text, "' has an invalid range '", item, "'; use e.g. 0-1 or 2");
+    TORCH_CHECK(lo >= 0 && lo <= hi, var, "='", text, "' has an invalid range '", item,
+        "'; use e.g. 0-1 or 2");
     for (int64_t c = lo; c <= hi; ++c) {
-      TORCH_CHECK(c < available,
-          var, "='", text, "' names core ", c, ", but the emulated chip has ", available,
-          " logical NeuronCores (0-", available - 1, ")");
+      TORCH_CHECK(c < available, var, "='", text, "' names core ", c,
+          ", but the emulated chip has ", available, " logical NeuronCores (0-", available - 1,
+          ")");
       cores.push_back(c);
     }
   }
@@ -56,10 +56,10 @@ std::vector<int64_t> parse_core_list(const std::string& text, int64_t available)
 Platform make_platform() {
   const auto& c = chosen();
   TORCH_CHECK(c.error.empty(), c.error);
-  Platform p{c.name, c.hbm_per_chip, c.physical_cores, config::integer(config::kLogicalCoreConfig),
-      {}};
-  TORCH_CHECK(p.lnc == 1 || p.lnc == 2,
-      config::kLogicalCoreConfig.name, "=", p.lnc, " is not supported; use 1 or 2");
+  Platform p{
+      c.name, c.hbm_per_chip, c.physical_cores, config::integer(config::kLogicalCoreConfig), {}};
+  TORCH_CHECK(p.lnc == 1 || p.lnc == 2, config::kLogicalCoreConfig.name, "=", p.lnc,
+      " is not supported; use 1 or 2");
   int64_t logical = p.physical_cores / p.lnc;
   std::string visible = config::text(config::kVisibleCores);
   if (visible.empty()) {
@@ -72,9 +72,8 @@ Platform make_platform() {
   std::string num = config::text(config::kNumCores);
   if (!num.empty()) {
     int64_t n = config::parse_integer(num, config::kNumCores.name);
-    TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(p.visible.size()),
-        config::kNumCores.name, "=", n, " asks for more cores than the ", p.visible.size(),
-        " visible ones");
+    TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(p.visible.size()), config::kNumCores.name, "=",
+        n, " asks for more cores than the ", p.visible.size(), " visible ones");
     p.visible.resize(n);
   }
   return p;
@@ -128,10 +127,10 @@ c10::DeviceIndex check_device(c10::DeviceIndex index) {
     return tls_current;
   }
   auto count = static_cast<c10::DeviceIndex>(platform().visible.size());
-  TORCH_CHECK_INDEX(index < count,
-      "Invalid device index neuron:", static_cast<int>(index), ": there are ",
-      static_cast<int>(count), " visible NeuronCores (neuron:0 to neuron:",
-      static_cast<int>(count) - 1, "). Set NEURON_RT_VISIBLE_CORES to change them.");
+  TORCH_CHECK_INDEX(index < count, "Invalid device index neuron:", static_cast<int>(index),
+      ": there are ", static_cast<int>(count),
+      " visible NeuronCores (neuron:0 to neuron:", static_cast<int>(count) - 1,
+      "). Set NEURON_RT_VISIBLE_CORES to change them.");
   return index;
 }
 

@@ -10,7 +10,8 @@
 namespace neuron {
 
 NeuronGenerator::NeuronGenerator(c10::DeviceIndex device)
-    : c10::GeneratorImpl(c10::Device(kNeuron, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+    : c10::GeneratorImpl(
+          c10::Device(kNeuron, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       host_(at::detail::createCPUGenerator(c10::default_rng_seed_val)) {}
 
 void NeuronGenerator::set_current_seed(uint64_t seed) {
@@ -67,8 +68,8 @@ at::Generator host_generator(const std::optional<at::Generator>& gen, c10::Devic
   if (g.device().type() == c10::DeviceType::CPU) {
     return g;
   }
-  TORCH_CHECK(g.device().type() == kNeuron,
-      "A ", g.device(), " generator cannot drive a neuron op; use torch.Generator(device='neuron')");
+  TORCH_CHECK(g.device().type() == kNeuron, "A ", g.device(),
+      " generator cannot drive a neuron op; use torch.Generator(device='neuron')");
   return static_cast<NeuronGenerator*>(g.unsafeGetGeneratorImpl())->host();
 }
 

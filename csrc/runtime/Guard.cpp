@@ -34,9 +34,7 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
 }
 
 struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override {
-    return kNeuron;
-  }
+  c10::DeviceType type() const override { return kNeuron; }
 
   c10::Device exchangeDevice(c10::Device d) const override {
     auto old = current_device();
@@ -44,13 +42,9 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return c10::Device(kNeuron, old);
   }
 
-  c10::Device getDevice() const override {
-    return c10::Device(kNeuron, current_device());
-  }
+  c10::Device getDevice() const override { return c10::Device(kNeuron, current_device()); }
 
-  void setDevice(c10::Device d) const override {
-    set_current_device(d.index());
-  }
+  void setDevice(c10::Device d) const override { set_current_device(d.index()); }
 
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     try {
@@ -84,12 +78,10 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return old;
   }
 
-  c10::DeviceIndex deviceCount() const noexcept override {
-    return device_count();
-  }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
-              const c10::EventFlag) const override {
+      const c10::EventFlag) const override {
     auto index = check_device(device_index < 0 ? stream.device_index() : device_index);
     TORCH_CHECK(stream.device_index() == index, "Event device neuron:", static_cast<int>(index),
         " does not match the recording stream's device neuron:",
@@ -104,17 +96,13 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void block(void*, const c10::Stream&) const override {}
 
-  bool queryEvent(void*) const override {
-    return true;
-  }
+  bool queryEvent(void*) const override { return true; }
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<Event*>(event);
   }
 
-  bool queryStream(const c10::Stream&) const override {
-    return true;
-  }
+  bool queryStream(const c10::Stream&) const override { return true; }
 
   void synchronizeStream(const c10::Stream&) const override {}
 

@@ -17,33 +17,19 @@ namespace {
 std::atomic<bool> g_initialized{false};
 
 struct NeuronHooks final : public at::PrivateUse1HooksInterface {
-  bool isBuilt() const override {
-    return true;
-  }
+  bool isBuilt() const override { return true; }
 
-  bool isAvailable() const override {
-    return device_count() > 0;
-  }
+  bool isAvailable() const override { return device_count() > 0; }
 
-  bool hasPrimaryContext(c10::DeviceIndex) const override {
-    return g_initialized.load();
-  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return g_initialized.load(); }
 
-  void init() const override {
-    g_initialized = true;
-  }
+  void init() const override { g_initialized = true; }
 
-  c10::DeviceIndex deviceCount() const override {
-    return device_count();
-  }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
 
-  void setCurrentDevice(c10::DeviceIndex device) const override {
-    set_current_device(device);
-  }
+  void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
 
-  c10::DeviceIndex getCurrentDevice() const override {
-    return current_device();
-  }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
 
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
     auto old = current_device();
@@ -63,13 +49,9 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     return at::make_generator<NeuronGenerator>(check_device(device));
   }
 
-  c10::Allocator* getPinnedMemoryAllocator() const override {
-    return host_allocator();
-  }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return host_allocator(); }
 
-  bool isPinnedPtr(const void* data) const override {
-    return host_allocator()->is_pinned(data);
-  }
+  bool isPinnedPtr(const void* data) const override { return host_allocator()->is_pinned(data); }
 
   c10::Device getDeviceFromPtr(void* data) const override {
     auto index = device_allocator()->device_of(data);

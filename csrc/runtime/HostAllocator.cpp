@@ -20,14 +20,14 @@ struct HostBlock {
 
 struct HostPool {
   std::mutex mutex;
-  std::map<uintptr_t, HostBlock*> blocks;  // every block, for is_pinned on interior pointers
+  std::map<uintptr_t, HostBlock*> blocks; // every block, for is_pinned on interior pointers
   std::unordered_map<size_t, std::vector<HostBlock*>> free_blocks;
   at::HostStats stats;
 
   template <typename Fn>
   void for_each_stat(Fn fn) {
-    for (auto* s : {&stats.active_requests, &stats.active_bytes, &stats.allocations,
-                    &stats.allocated_bytes}) {
+    for (auto* s :
+        {&stats.active_requests, &stats.active_bytes, &stats.allocations, &stats.allocated_bytes}) {
       fn(*s);
     }
   }
