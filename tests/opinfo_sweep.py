@@ -64,10 +64,6 @@ INEXACT = {
     "nn.functional.softmin[with_dtype]": (NARROWED, 5),
     # renorm_backward's norms: at::toAccumulateType(Float, device) is Double off CUDA and MPS.
     "renorm": (NARROWED_INSIDE, 4),
-    # Until csrc/aten/Routing.cpp also sends CPU+CompositeImplicitAutograd ops to the CPU kernel.
-    "nn.functional.mish": ("aten::mish_backward has a CPU kernel and a CompositeImplicitAutograd "
-                           "one; neuron runs the decomposition (math_mish_backward), which "
-                           "differs in the last bit", 1),
     "linalg.lstsq": ("the CPU result itself depends on uninitialised memory (LAPACK gelsy on "
                      "an underdetermined system; pytorch/pytorch#71222)", None),
     "linalg.lstsq[grad_oriented]": ("as linalg.lstsq", None),

@@ -1,6 +1,6 @@
 // Decides which kernel each ATen op uses on neuron tensors. Ops with a CPU kernel and a
-// composite-explicit kernel would otherwise run the composite, which differs numerically from
-// CPU; they are sent to the host-kernel path, as are the ops the op policy names
+// composite kernel (explicit or implicit, e.g. mish_backward) would otherwise run the composite,
+// which differs numerically from CPU; they are sent to the host-kernel path, as are the ops the op policy names
 // (torch_neuronx/op_policy.json): the CPU-fallback tier, composites that pick a backend by
 // device type and so would never reach a CPU kernel, and the host composites.
 
@@ -95,7 +95,8 @@ RouteCounts route_ops(const Routes& routes) {
       bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
       bool composite =
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
       if ((cpu && composite) || by_name.count(qualified)) {
         lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_native>());
         ++counts.native;

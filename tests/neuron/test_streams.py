@@ -36,8 +36,6 @@ def test_stream_on_other_core_and_priority(priority):
     assert t.device.type == "neuron"
 
 
-@pytest.mark.xfail(strict=True, reason="torch.neuron.stream() restores the previous stream of "
-                   "the stream's core but not the previous current device, as CUDA's does")
 def test_stream_context_restores_the_current_device():
     with torch.neuron.stream(torch.neuron.Stream(device=2)):
         assert torch.neuron.current_device() == 2

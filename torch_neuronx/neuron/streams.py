@@ -42,22 +42,26 @@ def set_stream(stream: torch.Stream) -> None:
 
 
 class StreamContext:
-    """Context manager that makes a stream current."""
+    """Context manager that makes a stream current, and on exit restores the streams it
+    replaced and the current device, as ``torch.cuda.StreamContext`` does."""
 
     def __init__(self, stream):
         self.stream = stream
-        self.prev = None
+        self.previous = []
 
     def __enter__(self):
         if self.stream is None:
             return None
-        self.prev = torch.accelerator.current_stream(self.stream.device_index)
+        # Setting a stream also makes its core current: restore the stream of the stream's core,
+        # then the stream (and so the core) that was current.
+        self.previous = [torch.accelerator.current_stream(self.stream.device_index),
+                         torch.accelerator.current_stream(torch.accelerator.current_device_index())]
         torch.accelerator.set_stream(self.stream)
         return self.stream
 
     def __exit__(self, *exc):
-        if self.stream is not None:
-            torch.accelerator.set_stream(self.prev)
+        for previous in self.previous:
+            torch.accelerator.set_stream(previous)
         return False
 
 
