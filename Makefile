@@ -9,7 +9,7 @@ JOBS := $(shell nproc)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=$(JOBS)
 WHEEL_CHECK := build/wheel-check
 
-.PHONY: install demo test bench wheel-check clean
+.PHONY: install demo test fuzz bench lint wheel-check clean
 
 install: $(STAMP)
 
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py $(shell find csrc -name '*.cpp' -o -name '*.h'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==$(TORCH_VERSION) ninja setuptools wheel
-	$(BUILD_ENV) $(PY) -m pip install -q --no-build-isolation -e '.[test]'
+	$(BUILD_ENV) $(PY) -m pip install -q --no-build-isolation -e '.[test,lint]'
 	touch $(STAMP)
 
 demo: install
@@ -26,8 +26,18 @@ demo: install
 test: install
 	$(PY) -m pytest -q tests
 
+# Differential fuzzing on fresh random op chains; `make test` runs a bounded derandomized sample.
+FUZZ_EXAMPLES ?= 10000
+fuzz: install
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz.py
+
 bench: install
 	$(PY) benchmarks/eager.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/clang-format --dry-run --Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h')
 
 # A wheel built from this tree installs into a fresh venv and runs an op on the device.
 wheel-check: install

@@ -50,8 +50,10 @@ def worker(rank, world, port, iters):
     torch.set_num_threads(1)
     gloo = dist.new_group(backend="gloo")
     if rank == 0:
-        print(f"all_reduce bus bandwidth, {world} ranks, float32, median of {iters} calls; "
-              "ratio: median of paired calls")
+        print(
+            f"all_reduce bus bandwidth, {world} ranks, float32, median of {iters} calls; "
+            "ratio: median of paired calls"
+        )
         print(f"{'size':>7} {'neuron GB/s':>12} {'gloo GB/s':>10} {'ratio':>6}")
     ratios = []
     for mb in SIZES_MB:
@@ -64,8 +66,10 @@ def worker(rank, world, port, iters):
         ratio = median([c / n for n, c in zip(neuron, cpu)])
         ratios.append(ratio)
         if rank == 0:
-            print(f"{mb:>5}MB {bus_bytes / median(neuron) / 1e9:>12.3f} "
-                  f"{bus_bytes / median(cpu) / 1e9:>10.3f} {ratio:>6.3f}")
+            print(
+                f"{mb:>5}MB {bus_bytes / median(neuron) / 1e9:>12.3f} "
+                f"{bus_bytes / median(cpu) / 1e9:>10.3f} {ratio:>6.3f}"
+            )
     if rank == 0:
         geomean = torch.tensor(ratios).log().mean().exp().item()
         print(f"geometric mean ratio neuron/gloo: {geomean:.3f} (target >= 0.95)")

@@ -83,15 +83,26 @@ def first_step():
         step(x, y).item()
         steady.append(time.perf_counter() - start)
     metrics = neuron_dynamo.get_dynamo_metrics()
-    print(json.dumps({"compile_s": first - statistics.median(steady),
-                      "hits": metrics["cache_hits"], "misses": metrics["cache_misses"]}))
+    print(
+        json.dumps(
+            {
+                "compile_s": first - statistics.median(steady),
+                "hits": metrics["cache_hits"],
+                "misses": metrics["cache_misses"],
+            }
+        )
+    )
 
 
 def compile_in_fresh_process(cache_dir, threads):
     env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": cache_dir}
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-step",
-                          f"--threads={threads}"], env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--first-step", f"--threads={threads}"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -100,8 +111,12 @@ def compile_times(runs):
     samples = [r["compile_s"] for r in runs]
     hits, misses = {r["hits"] for r in runs}, {r["misses"] for r in runs}
     detail = ", ".join(f"{t:.2f}" for t in samples)
-    return statistics.median(samples), f"median of {len(samples)}: {detail}; " \
-        f"{'/'.join(map(str, sorted(misses)))} cache misses, {'/'.join(map(str, sorted(hits)))} hits"
+    return (
+        statistics.median(samples),
+        f"median of {len(samples)}: {detail}; "
+        f"{'/'.join(map(str, sorted(misses)))} cache misses, "
+        f"{'/'.join(map(str, sorted(hits)))} hits",
+    )
 
 
 def main():
@@ -117,15 +132,24 @@ def main():
     if args.first_step:
         return first_step()
 
-    print(f"TinyGPT {CONFIG}, batch {BATCH}, {args.threads} threads; "
-          f"best of {args.repeats} interleaved rounds of {args.steps} steps")
+    print(
+        f"TinyGPT {CONFIG}, batch {BATCH}, {args.threads} threads; "
+        f"best of {args.repeats} interleaved rounds of {args.steps} steps"
+    )
     with tempfile.TemporaryDirectory(prefix="neff-cache-") as root:
         caches = [os.path.join(root, str(i)) for i in range(args.cold)]
         cold = [compile_in_fresh_process(cache, args.threads) for cache in caches]
         warm = [compile_in_fresh_process(caches[0], args.threads) for _ in range(args.warm)]
         os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = caches[0]
-        times = step_times({"eager": ("neuron", None), "compiled": ("neuron", "neuron"),
-                            "inductor": ("cpu", "inductor")}, args.steps, args.repeats)
+        times = step_times(
+            {
+                "eager": ("neuron", None),
+                "compiled": ("neuron", "neuron"),
+                "inductor": ("cpu", "inductor"),
+            },
+            args.steps,
+            args.repeats,
+        )
     eager, compiled, inductor = times["eager"], times["compiled"], times["inductor"]
     (cold_s, cold_detail), (warm_s, warm_detail) = compile_times(cold), compile_times(warm)
 

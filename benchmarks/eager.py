@@ -80,7 +80,11 @@ def training_step_ratio(steps=10, rounds=9):
         for device in order:
             times[device].append(run(device))
     ratios = [n / c for n, c in zip(times["neuron"], times["cpu"])]
-    return statistics.median(times["cpu"]), statistics.median(times["neuron"]), statistics.median(ratios)
+    return (
+        statistics.median(times["cpu"]),
+        statistics.median(times["neuron"]),
+        statistics.median(ratios),
+    )
 
 
 def main():
@@ -90,12 +94,19 @@ def main():
     for name, cpu, neuron, over in rows:
         print(f"{name:<12}{cpu:>10.2f}{neuron:>12.2f}{over:>14.2f}")
     mean = statistics.mean(r[3] for r in rows)
-    print(f"{'mean':<12}{'':>22}{mean:>14.2f}   target <= 1.0 us: {'met' if mean <= 1.0 else 'MISSED'}")
+    print(
+        f"{'mean':<12}{'':>22}{mean:>14.2f}   "
+        f"target <= 1.0 us: {'met' if mean <= 1.0 else 'MISSED'}"
+    )
     cpu, neuron, ratio = training_step_ratio()
-    print("\n(b) TinyGPT training step (d=128, 2 layers, seq 64, batch 8, AdamW; median of 9 "
-          "paired rounds)")
-    print(f"cpu {cpu * 1e3:.2f} ms, neuron {neuron * 1e3:.2f} ms, ratio neuron/cpu {ratio:.3f}"
-          f"   target <= 1.03: {'met' if ratio <= 1.03 else 'MISSED'}")
+    print(
+        "\n(b) TinyGPT training step (d=128, 2 layers, seq 64, batch 8, AdamW; median of 9 "
+        "paired rounds)"
+    )
+    print(
+        f"cpu {cpu * 1e3:.2f} ms, neuron {neuron * 1e3:.2f} ms, ratio neuron/cpu {ratio:.3f}"
+        f"   target <= 1.03: {'met' if ratio <= 1.03 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

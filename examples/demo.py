@@ -18,9 +18,11 @@ def adamw(params):
 
 
 def main():
-    print(f"torch {torch.__version__}; accelerator: {torch.accelerator.current_accelerator()} "
-          f"({torch.neuron.device_count()} emulated {torch.neuron.get_device_properties().name} "
-          "NeuronCores)")
+    print(
+        f"torch {torch.__version__}; accelerator: {torch.accelerator.current_accelerator()} "
+        f"({torch.neuron.device_count()} emulated {torch.neuron.get_device_properties().name} "
+        "NeuronCores)"
+    )
     for device in ("neuron", "cpu"):
         train(device, 5, adamw)  # warm-up, so that neither timing includes first-call costs
     t0 = time.perf_counter()
@@ -34,8 +36,11 @@ def main():
     same = neuron_losses == cpu_losses
     worst = max(abs(a - b) for a, b in zip(neuron_losses, cpu_losses))
     print(f"\nneuron: {t1 - t0:.1f} s, cpu: {t2 - t1:.1f} s for {STEPS} steps each")
-    print("loss curves are IDENTICAL (bit for bit)" if same
-          else f"loss curves DIFFER: max difference {worst:.3e}")
+    print(
+        "loss curves are IDENTICAL (bit for bit)"
+        if same
+        else f"loss curves DIFFER: max difference {worst:.3e}"
+    )
     return 0 if same else 1
 
 

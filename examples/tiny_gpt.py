@@ -21,8 +21,12 @@ class Block(nn.Module):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
         y = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-            dropout_p=self.dropout if self.training else 0.0)
+            q.transpose(1, 2),
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+            is_causal=True,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
         return x + F.dropout(self.mlp(self.ln2(x)), self.dropout, self.training)
 

@@ -6,10 +6,21 @@ stricter checks than AWS's simulator, and ``nki.estimate`` gives an analytical t
 latency estimate.  PyTorch integration lives in ``nki.torch_integration``.  The simulator
 itself is the private ``nki._src`` package.
 """
+
 from . import cost_model, isa, language, typing  # noqa: F401
 from ._src.cost_model import CostReport, benchmark, estimate
 from ._src.errors import NkiValidationError
 from ._src.jit import Kernel, jit, simulate
 
-__all__ = ["CostReport", "Kernel", "NkiValidationError", "benchmark", "estimate", "isa", "jit",
-           "language", "simulate", "typing"]
+__all__ = [
+    "CostReport",
+    "Kernel",
+    "NkiValidationError",
+    "benchmark",
+    "estimate",
+    "isa",
+    "jit",
+    "language",
+    "simulate",
+    "typing",
+]

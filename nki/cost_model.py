@@ -21,8 +21,29 @@ measurement):
   finish time of the last instruction; SPMD instances are modelled on separate NeuronCores
   running in parallel.
 """
-from ._src.cost_model import (DESCRIPTOR_BYTES, DMA_LATENCY_NS, ENGINES, LABEL, PE_MIN_CYCLES,
-                              STATIC_CYCLES, SYNC_NS, CostReport, benchmark, estimate)
 
-__all__ = ["DESCRIPTOR_BYTES", "DMA_LATENCY_NS", "ENGINES", "LABEL", "PE_MIN_CYCLES",
-           "STATIC_CYCLES", "SYNC_NS", "CostReport", "benchmark", "estimate"]
+from ._src.cost_model import (
+    DESCRIPTOR_BYTES,
+    DMA_LATENCY_NS,
+    ENGINES,
+    LABEL,
+    PE_MIN_CYCLES,
+    STATIC_CYCLES,
+    SYNC_NS,
+    CostReport,
+    benchmark,
+    estimate,
+)
+
+__all__ = [
+    "DESCRIPTOR_BYTES",
+    "DMA_LATENCY_NS",
+    "ENGINES",
+    "LABEL",
+    "PE_MIN_CYCLES",
+    "STATIC_CYCLES",
+    "SYNC_NS",
+    "CostReport",
+    "benchmark",
+    "estimate",
+]

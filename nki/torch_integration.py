@@ -3,6 +3,7 @@
 
 Importing it registers the generic ``nki::call`` op, so ``import nki`` leaves it out.
 """
+
 from ._src.torch_integration import nki_op, wrap_nki
 
 __all__ = ["nki_op", "wrap_nki"]

@@ -1,4 +1,5 @@
 """nki.typing: annotations for kernel arguments and tiles, e.g. ``tensor[128, 512]``."""
+
 import torch
 
 

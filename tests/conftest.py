@@ -30,8 +30,10 @@ _UNDO = pytest.StashKey[contextlib.ExitStack]()
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "graph_calls(expected): what graphs compiled by the neuron backend run in "
-        "this test: 'compiled', 'eager' or 'none' (tests/_dynamo/compile_checks.py)")
+        "markers",
+        "graph_calls(expected): what graphs compiled by the neuron backend run in "
+        "this test: 'compiled', 'eager' or 'none' (tests/_dynamo/compile_checks.py)",
+    )
     undo = contextlib.ExitStack()
     config.stash[_UNDO] = undo
     # Set here, before anything compiles, and inherited by subprocesses: a cache that another
@@ -67,8 +69,9 @@ def pytest_runtest_call(item):
 @pytest.fixture(scope="session")
 def session_cache(pytestconfig):
     """The compile cache that this run's tests share."""
-    return pathlib.Path(pytestconfig.stash[_STATE_ROOT],
-                        _STATE_DIRS["TORCH_NEURONX_NEFF_CACHE_DIR"])
+    return pathlib.Path(
+        pytestconfig.stash[_STATE_ROOT], _STATE_DIRS["TORCH_NEURONX_NEFF_CACHE_DIR"]
+    )
 
 
 def _forget_compiled_code():

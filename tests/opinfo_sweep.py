@@ -18,8 +18,14 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 SEED = 1234
 # Factories whose outputs are uninitialised memory: only their metadata can be compared.
-UNINITIALISED = ("empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
-                 "new_empty_strided")
+UNINITIALISED = (
+    "empty",
+    "empty_like",
+    "empty_permuted",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+)
 # Arguments that the op requires on the CPU whatever the device (as on CUDA).
 HOST_ARGUMENTS = {"tensor_split"}
 # Factories with samples that name no device: they are given one, or they would run on the CPU
@@ -29,15 +35,30 @@ DEVICE_DEFAULTED = {"arange", "linspace", "logspace"}
 # Deliberate exclusions (docs/limitations.md), by the start of the error each one raises.
 EXCLUSION_ERRORS = {
     "channels_last": "Neuron tensors only support contiguous or preserve memory format, got "
-                     "ChannelsLast",
+    "ChannelsLast",
     "sparse": "Sparse tensors (COO, CSR, CSC, BSR, BSC) are not supported on neuron",
 }
 # op[variant]: (exclusion, number of its samples that must raise it).
 EXCLUDED = {
     # Tensor.<dtype>(memory_format=torch.channels_last) and Tensor.to(..., channels_last).
-    **{name: ("channels_last", 1) for name in (
-        "bfloat16", "bool", "byte", "cdouble", "cfloat", "chalf", "char", "double", "float",
-        "half", "int", "long", "short")},
+    **{
+        name: ("channels_last", 1)
+        for name in (
+            "bfloat16",
+            "bool",
+            "byte",
+            "cdouble",
+            "cfloat",
+            "chalf",
+            "char",
+            "double",
+            "float",
+            "half",
+            "int",
+            "long",
+            "short",
+        )
+    },
     "to": ("channels_last", 12),
     # The samples are channels_last-strided, and max_unpool2d's derivative asks for
     # grad.contiguous(indices.suggest_memory_format()).
@@ -49,10 +70,14 @@ EXCLUDED = {
 }
 # op[variant]: (why some samples cannot match the CPU bit for bit, how many; None where the
 # number changes from run to run). They must still agree to float32 tolerance.
-NARROWED = ("the op computes in float64 as asked; neuron holds float64 at float32 precision "
-            "(TORCH_NEURONX_64BIT=narrow, docs/limitations.md)")
-NARROWED_INSIDE = ("the op accumulates in float64, float32's accumulation type on the CPU and so "
-                   "on neuron, which holds it at float32 precision (docs/limitations.md)")
+NARROWED = (
+    "the op computes in float64 as asked; neuron holds float64 at float32 precision "
+    "(TORCH_NEURONX_64BIT=narrow, docs/limitations.md)"
+)
+NARROWED_INSIDE = (
+    "the op accumulates in float64, float32's accumulation type on the CPU and so "
+    "on neuron, which holds it at float32 precision (docs/limitations.md)"
+)
 INEXACT = {
     "float_power": (NARROWED, 8),
     "full_like": (NARROWED, 2),
@@ -64,8 +89,11 @@ INEXACT = {
     "nn.functional.softmin[with_dtype]": (NARROWED, 5),
     # renorm_backward's norms: at::toAccumulateType(Float, device) is Double off CUDA and MPS.
     "renorm": (NARROWED_INSIDE, 4),
-    "linalg.lstsq": ("the CPU result itself depends on uninitialised memory (LAPACK gelsy on "
-                     "an underdetermined system; pytorch/pytorch#71222)", None),
+    "linalg.lstsq": (
+        "the CPU result itself depends on uninitialised memory (LAPACK gelsy on "
+        "an underdetermined system; pytorch/pytorch#71222)",
+        None,
+    ),
     "linalg.lstsq[grad_oriented]": ("as linalg.lstsq", None),
 }
 
@@ -77,6 +105,7 @@ def _name(op):
 def _move(device):
     """Moves tensors with their whole storage, so views keep their offsets and strides, and
     points device arguments (factories' `device="cpu"`, `Tensor.to("cpu")`) at `device`."""
+
     def move(t):
         if isinstance(t, (str, torch.device)) and str(t) == "cpu":
             return device
@@ -90,6 +119,7 @@ def _move(device):
             else:
                 moved = t.detach().to(device)
         return moved.requires_grad_() if t.requires_grad else moved
+
     return move
 
 
@@ -107,15 +137,21 @@ def _run(op, sample, device):
     out = op(inp, *args, **kwargs)
     out = sample.output_process_fn_grad(out)
     flat = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-    inputs = [t for t in tree_flatten((inp, args, kwargs))[0]
-              if isinstance(t, torch.Tensor) and t.requires_grad]
+    inputs = [
+        t
+        for t in tree_flatten((inp, args, kwargs))[0]
+        if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
     diff = [t for t in flat if t.requires_grad and t.grad_fn is not None]
     grads = []
     if inputs and diff:
         torch.manual_seed(SEED + 1)
         cotangents = [torch.randn(t.shape, dtype=t.dtype).to(t.device) for t in diff]
-        grads = [g for g in torch.autograd.grad(diff, inputs, cotangents, allow_unused=True)
-                 if g is not None]
+        grads = [
+            g
+            for g in torch.autograd.grad(diff, inputs, cotangents, allow_unused=True)
+            if g is not None
+        ]
     devices = {t.device.type for t in flat + grads}
     if op.name in UNINITIALISED:
         flat = [torch.zeros(t.shape, dtype=t.dtype) for t in flat]
@@ -158,8 +194,11 @@ def _compare(name, cpu, dev):
     if isinstance(dev, Exception):
         message = str(dev).split("\n")[0][:300]
         exclusion = EXCLUDED.get(name, (None,))[0]
-        if exclusion and not isinstance(cpu, Exception) and \
-                message.startswith(EXCLUSION_ERRORS[exclusion]):
+        if (
+            exclusion
+            and not isinstance(cpu, Exception)
+            and message.startswith(EXCLUSION_ERRORS[exclusion])
+        ):
             return "excluded"
         if type(cpu) is type(dev):
             return "both_error"
@@ -219,8 +258,9 @@ def sweep(names=None):
         for name, (reason, expected) in listed.items():
             got = counts[kind][name]
             if name in swept and expected is not None and got != expected:
-                stats["failures"].append(f"{name}: {got} {kind} samples, {expected} listed "
-                                         f"({reason})")
+                stats["failures"].append(
+                    f"{name}: {got} {kind} samples, {expected} listed ({reason})"
+                )
     stats["seconds"] = round(time.time() - start, 1)
     return stats
 
@@ -236,10 +276,12 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             f.write(text)
-    print(f"{stats['samples']} samples over {stats['ops']} ops in {stats['seconds']} s: "
-          f"{stats['exact']} bit-identical, {stats['both_error']} raise on both devices, "
-          f"{stats['inexact']} listed as inexact, {stats['excluded']} excluded "
-          f"(docs/limitations.md); {len(stats['failures'])} unexplained")
+    print(
+        f"{stats['samples']} samples over {stats['ops']} ops in {stats['seconds']} s: "
+        f"{stats['exact']} bit-identical, {stats['both_error']} raise on both devices, "
+        f"{stats['inexact']} listed as inexact, {stats['excluded']} excluded "
+        f"(docs/limitations.md); {len(stats['failures'])} unexplained"
+    )
     for line in stats["failures"][:50]:
         print("  ", line)
     return 0

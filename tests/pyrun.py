@@ -8,8 +8,9 @@ import sys
 def _run(args, env, timeout):
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 def run_python(code, env=None, timeout=120):

@@ -119,20 +119,39 @@ def _module_parity(make, inputs, train=True):
             assert same(a.grad, b.grad)
 
 
-@pytest.mark.parametrize("kind", ["conv2d", "conv_transpose", "batchnorm", "lstm", "gru", "rnn",
-                                  "lstm_cell", "embedding", "maxpool", "groupnorm"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "conv2d",
+        "conv_transpose",
+        "batchnorm",
+        "lstm",
+        "gru",
+        "rnn",
+        "lstm_cell",
+        "embedding",
+        "maxpool",
+        "groupnorm",
+    ],
+)
 def test_module_forward_backward_bit_identical(kind):
     torch.manual_seed(1)
     cases = {
         "conv2d": (lambda: nn.Conv2d(3, 8, 3, padding=1), [torch.randn(2, 3, 8, 8)]),
-        "conv_transpose": (lambda: nn.ConvTranspose2d(3, 4, 3, stride=2), [torch.randn(2, 3, 5, 5)]),
+        "conv_transpose": (
+            lambda: nn.ConvTranspose2d(3, 4, 3, stride=2),
+            [torch.randn(2, 3, 5, 5)],
+        ),
         "batchnorm": (lambda: nn.BatchNorm2d(3), [torch.randn(4, 3, 5, 5)]),
         "lstm": (lambda: nn.LSTM(6, 8, 2, batch_first=True), [torch.randn(3, 5, 6)]),
         "gru": (lambda: nn.GRU(6, 8, bidirectional=True), [torch.randn(5, 3, 6)]),
         "rnn": (lambda: nn.RNN(6, 8), [torch.randn(5, 3, 6)]),
         "lstm_cell": (lambda: nn.LSTMCell(6, 8), [torch.randn(3, 6)]),
         "embedding": (lambda: nn.Embedding(10, 4), [torch.tensor([[1, 2], [3, 9]])]),
-        "maxpool": (lambda: nn.Sequential(nn.Conv2d(2, 2, 1), nn.MaxPool2d(2)), [torch.randn(1, 2, 6, 6)]),
+        "maxpool": (
+            lambda: nn.Sequential(nn.Conv2d(2, 2, 1), nn.MaxPool2d(2)),
+            [torch.randn(1, 2, 6, 6)],
+        ),
         "groupnorm": (lambda: nn.GroupNorm(2, 4), [torch.randn(2, 4, 3, 3)]),
     }
     make, inputs = cases[kind]
@@ -157,7 +176,7 @@ def test_double_backward():
     an = a.detach().to("neuron").requires_grad_()
     results = []
     for t in (a, an):
-        (g,) = torch.autograd.grad((t.sin() * t ** 3).sum(), t, create_graph=True)
+        (g,) = torch.autograd.grad((t.sin() * t**3).sum(), t, create_graph=True)
         (gg,) = torch.autograd.grad(g.sum(), t)
         results.append(gg)
     assert same(results[1], results[0])
@@ -214,8 +233,9 @@ def test_pinned_memory_and_non_blocking_copies():
 def test_dataloader_pin_memory():
     data = torch.utils.data.TensorDataset(torch.arange(12.0).reshape(6, 2), torch.arange(6))
     loader = torch.utils.data.DataLoader(data, batch_size=3, pin_memory=True)
-    batches = [(x.to("neuron", non_blocking=True), y.to("neuron", non_blocking=True))
-               for x, y in loader]
+    batches = [
+        (x.to("neuron", non_blocking=True), y.to("neuron", non_blocking=True)) for x, y in loader
+    ]
     assert all(x.is_neuron for x, _ in batches)
     assert torch.equal(torch.cat([x.cpu() for x, _ in batches]), data.tensors[0])
     assert next(iter(loader))[0].is_pinned()
@@ -234,3 +254,25 @@ def test_dtypes_and_casts():
     for dtype in (torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool, torch.uint8):
         assert torch.equal(x.to("neuron").to(dtype).cpu(), x.to(dtype))
     assert torch.equal((x.to("neuron").half() @ x.to("neuron").half()).cpu(), x.half() @ x.half())
+
+
+def test_overlapping_and_identical_arguments_behave_as_on_cpu():
+    # A device-to-device copy between overlapping views, and an op whose arguments are one
+    # tensor, must meet ATen's overlap and identity checks as on CPU.
+    def overlapping_copy(device):
+        a = torch.arange(4.0, device=device)
+        a[1:].copy_(a[:-1])
+
+    def self_as_source(device):
+        t = torch.zeros(1, 0, device=device)
+        t.index_put_((torch.tensor([0], device=device),), t)
+
+    for run in (overlapping_copy, self_as_source):
+        with pytest.raises(RuntimeError, match="some elements of the input tensor") as on_cpu:
+            run("cpu")
+        with pytest.raises(RuntimeError) as on_neuron:
+            run("neuron")
+        assert str(on_neuron.value) == str(on_cpu.value)
+    x = torch.randn(5, device="neuron")
+    doubled = 2 * x.cpu()
+    assert torch.add(x, x, out=x) is x and torch.equal(x.cpu(), doubled)

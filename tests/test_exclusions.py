@@ -18,12 +18,17 @@ def _raises(fn, match):
     assert LIMITS in str(info.value)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.randn(3, 3).to_sparse().to("neuron"),
-    lambda: torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (2,), device="neuron"),
-    lambda: torch.randn(3, 3, device="neuron").to_sparse(),
-    lambda: torch.randn(3, 3, device="neuron").to_sparse_csr(),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(3, 3).to_sparse().to("neuron"),
+        lambda: torch.sparse_coo_tensor(
+            torch.tensor([[0]]), torch.tensor([1.0]), (2,), device="neuron"
+        ),
+        lambda: torch.randn(3, 3, device="neuron").to_sparse(),
+        lambda: torch.randn(3, 3, device="neuron").to_sparse_csr(),
+    ],
+)
 def test_sparse_layouts(make):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -36,8 +41,11 @@ def test_compressed_sparse_moved_to_neuron_fails_at_first_use(layout):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dense = torch.randn(4, 4)
-        sparse = {"csr": dense.to_sparse_csr, "csc": dense.to_sparse_csc,
-                  "bsr": lambda: dense.to_sparse_bsr((2, 2))}[layout]().to("neuron")
+        sparse = {
+            "csr": dense.to_sparse_csr,
+            "csc": dense.to_sparse_csc,
+            "bsr": lambda: dense.to_sparse_bsr((2, 2)),
+        }[layout]().to("neuron")
         _raises(lambda: sparse.to_dense(), "Sparse tensors")
 
 
@@ -51,21 +59,28 @@ def test_nested_tensors():
 def test_quantized_tensors():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _raises(lambda: torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8).to("neuron"),
-                "Quantized tensors")
-        _raises(lambda: torch.quantize_per_tensor(torch.randn(3, device="neuron"), 0.1, 0,
-                                                  torch.qint8), "Quantized tensors")
+        _raises(
+            lambda: torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8).to("neuron"),
+            "Quantized tensors",
+        )
+        _raises(
+            lambda: torch.quantize_per_tensor(torch.randn(3, device="neuron"), 0.1, 0, torch.qint8),
+            "Quantized tensors",
+        )
 
 
 def _make_dual(x):
     return fwAD.make_dual(x, torch.ones_like(x))
 
 
-@pytest.mark.parametrize("run", [
-    _make_dual,
-    lambda x: torch.func.jvp(torch.sin, (x,), (torch.ones_like(x),)),
-    lambda x: torch.func.jacfwd(torch.sin)(x),
-])
+@pytest.mark.parametrize(
+    "run",
+    [
+        _make_dual,
+        lambda x: torch.func.jvp(torch.sin, (x,), (torch.ones_like(x),)),
+        lambda x: torch.func.jacfwd(torch.sin)(x),
+    ],
+)
 def test_forward_mode_ad(run):
     x = torch.randn(3, device="neuron")
 
@@ -73,7 +88,9 @@ def test_forward_mode_ad(run):
         with fwAD.dual_level():
             return run(x)
 
-    _raises(attempt if run is _make_dual else lambda: run(x), "Forward-mode automatic differentiation")
+    _raises(
+        attempt if run is _make_dual else lambda: run(x), "Forward-mode automatic differentiation"
+    )
     assert torch.func.jacrev(torch.sin)(x).shape == (3, 3)
 
 
@@ -90,15 +107,19 @@ def test_fp8_storage_works_and_compute_is_refused():
 
 
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
-@pytest.mark.parametrize("move", [
-    lambda t: t.index_select(0, torch.tensor([3, 0, 3, 7], device=t.device)),
-    lambda t: t.clone().fill_(1.5),
-    lambda t: t.clone().fill_(torch.tensor(-2.25)),
-    lambda t: t.clone().zero_(),
-    lambda t: torch.full((3,), -2.25, dtype=t.dtype, device=t.device),
-    lambda t: torch.stack([t, t]),
-    lambda t: t[::2].contiguous(),
-], ids=["index_select", "fill_scalar", "fill_tensor", "zero", "full", "stack", "contiguous"])
+@pytest.mark.parametrize(
+    "move",
+    [
+        lambda t: t.index_select(0, torch.tensor([3, 0, 3, 7], device=t.device)),
+        lambda t: t.clone().fill_(1.5),
+        lambda t: t.clone().fill_(torch.tensor(-2.25)),
+        lambda t: t.clone().zero_(),
+        lambda t: torch.full((3,), -2.25, dtype=t.dtype, device=t.device),
+        lambda t: torch.stack([t, t]),
+        lambda t: t[::2].contiguous(),
+    ],
+    ids=["index_select", "fill_scalar", "fill_tensor", "zero", "full", "stack", "contiguous"],
+)
 def test_fp8_data_movement_matches_cpu(dtype, move):
     x = torch.randn(8).to(dtype)
     out = move(x.to("neuron"))
@@ -106,15 +127,19 @@ def test_fp8_data_movement_matches_cpu(dtype, move):
     assert torch.equal(out.cpu().view(torch.uint8), move(x).view(torch.uint8))
 
 
-@pytest.mark.parametrize("convert", [
-    lambda x: x.to("neuron", memory_format=torch.channels_last),
-    lambda x: x.to("neuron").contiguous(memory_format=torch.channels_last),
-    lambda x: torch.empty(1, 3, 4, 4, device="neuron", memory_format=torch.channels_last),
-    lambda x: torch.empty(1, 2, 3, 4, 4, device="neuron", memory_format=torch.channels_last_3d),
-])
+@pytest.mark.parametrize(
+    "convert",
+    [
+        lambda x: x.to("neuron", memory_format=torch.channels_last),
+        lambda x: x.to("neuron").contiguous(memory_format=torch.channels_last),
+        lambda x: torch.empty(1, 3, 4, 4, device="neuron", memory_format=torch.channels_last),
+        lambda x: torch.empty(1, 2, 3, 4, 4, device="neuron", memory_format=torch.channels_last_3d),
+    ],
+)
 def test_channels_last_is_refused(convert):
-    with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve "
-                                           "memory format"):
+    with pytest.raises(
+        RuntimeError, match="Neuron tensors only support contiguous or preserve memory format"
+    ):
         convert(torch.randn(1, 3, 4, 4))
 
 

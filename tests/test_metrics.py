@@ -2,9 +2,9 @@ import csv
 import glob
 
 import torch
+from pyrun import run_python
 
 import torch_neuronx
-from pyrun import run_python
 from torch_neuronx import metrics
 
 
@@ -41,8 +41,10 @@ def test_clear_counters():
 
 
 def test_csv_written_at_exit(tmp_path):
-    out = run_python("import torch\ntorch.relu(torch.ones(3, device='neuron'))",
-                     env={"TORCH_NEURONX_METRICS_ENABLED": "1", "TORCH_NEURONX_METRICS_DIR": str(tmp_path)})
+    out = run_python(
+        "import torch\ntorch.relu(torch.ones(3, device='neuron'))",
+        env={"TORCH_NEURONX_METRICS_ENABLED": "1", "TORCH_NEURONX_METRICS_DIR": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     files = glob.glob(str(tmp_path / "*.csv"))
     assert len(files) == 1

@@ -4,14 +4,15 @@ import ast
 
 import pytest
 import torch
+from pyrun import run_python
 
 import torch_neuronx
-from pyrun import run_python
 from torch_neuronx import op_policy
 
 
 def _fallback_runs(fn, *cpu_args):
-    """Runs fn on neuron copies and on the CPU; returns (neuron result, cpu result, fallback ops)."""
+    """Runs fn on neuron copies and on the CPU; returns (neuron result, cpu result, fallback
+    ops)."""
     torch_neuronx.clear_op_tracking()
     dev = fn(*[a.to("neuron") for a in cpu_args])
     ops = torch_neuronx.get_fallback_ops()
@@ -24,15 +25,21 @@ def _same(a, b):
     return torch.equal(a.cpu(), b)
 
 
-@pytest.mark.parametrize("fn, op", [
-    (lambda x: torch.nonzero(x > 0), "aten::nonzero"),
-    (lambda x: torch.unique(x.round(), return_counts=True), "aten::_unique2"),
-    (lambda x: torch.masked_select(x, x > 0), "aten::masked_select"),
-    (lambda x: torch.argwhere(x), "aten::nonzero"),
-    (lambda x: torch.bincount((x.abs() * 3).long().flatten()), "aten::bincount"),
-    (lambda x: torch.repeat_interleave(x[0], (x[1].abs() * 3).long()), "aten::repeat_interleave.Tensor"),
-    (lambda x: x[x > 0], "aten::index.Tensor"),
-])
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (lambda x: torch.nonzero(x > 0), "aten::nonzero"),
+        (lambda x: torch.unique(x.round(), return_counts=True), "aten::_unique2"),
+        (lambda x: torch.masked_select(x, x > 0), "aten::masked_select"),
+        (lambda x: torch.argwhere(x), "aten::nonzero"),
+        (lambda x: torch.bincount((x.abs() * 3).long().flatten()), "aten::bincount"),
+        (
+            lambda x: torch.repeat_interleave(x[0], (x[1].abs() * 3).long()),
+            "aten::repeat_interleave.Tensor",
+        ),
+        (lambda x: x[x > 0], "aten::index.Tensor"),
+    ],
+)
 def test_data_dependent_shapes_fall_back(fn, op):
     torch.manual_seed(0)
     dev, cpu, ops = _fallback_runs(fn, torch.randn(4, 5))
@@ -53,17 +60,20 @@ def test_boolean_mask_index_put_falls_back_and_writes_through():
     assert torch_neuronx.get_fallback_ops() == []
 
 
-@pytest.mark.parametrize("fn", [
-    lambda a: torch.linalg.solve(a @ a.T + 4 * torch.eye(4, device=a.device), a),
-    lambda a: torch.linalg.svd(a),
-    lambda a: torch.linalg.qr(a),
-    lambda a: torch.linalg.cholesky(a @ a.T + 4 * torch.eye(4, device=a.device)),
-    lambda a: torch.linalg.inv(a @ a.T + 4 * torch.eye(4, device=a.device)),
-    lambda a: torch.linalg.det(a),
-    lambda a: torch.linalg.eigh(a + a.T),
-    lambda a: torch.linalg.lu_factor(a),
-    lambda a: torch.linalg.pinv(a),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: torch.linalg.solve(a @ a.T + 4 * torch.eye(4, device=a.device), a),
+        lambda a: torch.linalg.svd(a),
+        lambda a: torch.linalg.qr(a),
+        lambda a: torch.linalg.cholesky(a @ a.T + 4 * torch.eye(4, device=a.device)),
+        lambda a: torch.linalg.inv(a @ a.T + 4 * torch.eye(4, device=a.device)),
+        lambda a: torch.linalg.det(a),
+        lambda a: torch.linalg.eigh(a + a.T),
+        lambda a: torch.linalg.lu_factor(a),
+        lambda a: torch.linalg.pinv(a),
+    ],
+)
 def test_linear_algebra_falls_back(fn):
     torch.manual_seed(1)
     dev, cpu, ops = _fallback_runs(fn, torch.randn(4, 4))
@@ -104,8 +114,10 @@ def test_fallback_copies_are_counted():
 
 
 def test_one_warning_per_fallback_op():
-    code = ("import torch\nx = torch.randn(8, device='neuron')\n"
-            "for _ in range(3):\n    torch.nonzero(x)\n    torch.fft.fft(x)\n")
+    code = (
+        "import torch\nx = torch.randn(8, device='neuron')\n"
+        "for _ in range(3):\n    torch.nonzero(x)\n    torch.fft.fft(x)\n"
+    )
     out = run_python(code)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("Operator 'aten::nonzero' executed via CPU fallback") == 1
@@ -137,13 +149,16 @@ def test_fallback_warning_goes_through_the_logger_once():
     out = run_python(FALLBACK_LOG_RECORDS)
     assert out.returncode == 0, out.stderr
     assert ast.literal_eval(out.stdout.strip()) == [
-        ("torch_neuronx", "WARNING", "Operator 'aten::linalg_inv_ex' executed via CPU fallback")]
+        ("torch_neuronx", "WARNING", "Operator 'aten::linalg_inv_ex' executed via CPU fallback")
+    ]
 
 
 def test_disabled_fallback_raises():
-    out = run_python("import torch\nx = torch.randn(4, device='neuron')\n"
-                     "print(x[torch.tensor([0, 1])].shape)\ntorch.nonzero(x)",
-                     env={"NEURON_FALLBACK_ENABLED": "0"})
+    out = run_python(
+        "import torch\nx = torch.randn(4, device='neuron')\n"
+        "print(x[torch.tensor([0, 1])].shape)\ntorch.nonzero(x)",
+        env={"NEURON_FALLBACK_ENABLED": "0"},
+    )
     assert "torch.Size([2])" in out.stdout
     assert "RuntimeError: Operator 'aten::nonzero'" in out.stderr
     assert "CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0)" in out.stderr
@@ -151,12 +166,16 @@ def test_disabled_fallback_raises():
 
 def test_policy_file_can_be_overridden(tmp_path):
     policy = tmp_path / "p.json"
-    policy.write_text('{"cpu_fallback": {"only_tanh": {"include": ["tanh"]}},'
-                      ' "cpu_fallback_with_boolean_mask": {"include": []},'
-                      ' "fp8_data_movement": {"include": []}}')
-    out = run_python("import torch, torch_neuronx\nx = torch.randn(4, device='neuron')\n"
-                     "torch.tanh(x); torch.nonzero(x)\nprint(torch_neuronx.get_fallback_ops())",
-                     env={"TORCH_NEURONX_OP_POLICY": str(policy)})
+    policy.write_text(
+        '{"cpu_fallback": {"only_tanh": {"include": ["tanh"]}},'
+        ' "cpu_fallback_with_boolean_mask": {"include": []},'
+        ' "fp8_data_movement": {"include": []}}'
+    )
+    out = run_python(
+        "import torch, torch_neuronx\nx = torch.randn(4, device='neuron')\n"
+        "torch.tanh(x); torch.nonzero(x)\nprint(torch_neuronx.get_fallback_ops())",
+        env={"TORCH_NEURONX_OP_POLICY": str(policy)},
+    )
     assert out.stdout.strip() == "['aten::tanh']", out.stderr
 
 

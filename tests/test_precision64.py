@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from pyrun import run_python
 
 
@@ -24,8 +23,11 @@ def test_narrow_complex128():
 def test_narrow_int64_in_range_and_out_of_range():
     i = torch.arange(10, device="neuron")
     assert i.dtype == torch.int64 and torch.equal(i.cpu(), torch.arange(10))
-    with pytest.raises(RuntimeError, match=r"int64 value 1099511627776 from the copy to neuron "
-                                           r"does not fit in int32 \[-2147483648, 2147483647\]"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"int64 value 1099511627776 from the copy to neuron "
+        r"does not fit in int32 \[-2147483648, 2147483647\]",
+    ):
         torch.tensor([2**40]).to("neuron")
     big = torch.full((2,), 2**30, device="neuron")
     with pytest.raises(RuntimeError, match="from aten::mul.Tensor does not fit in int32"):
@@ -52,16 +54,20 @@ print("ok", am.dtype, x.dtype)
 
 
 def test_native_mode_keeps_64_bits():
-    out = run_python("import torch\na = torch.tensor([1.0], dtype=torch.float64).to('neuron')\n"
-                     "print((a / 3).item() == 1 / 3, torch.tensor([2**40]).to('neuron').item())",
-                     env={"TORCH_NEURONX_64BIT": "native"})
+    out = run_python(
+        "import torch\na = torch.tensor([1.0], dtype=torch.float64).to('neuron')\n"
+        "print((a / 3).item() == 1 / 3, torch.tensor([2**40]).to('neuron').item())",
+        env={"TORCH_NEURONX_64BIT": "native"},
+    )
     assert out.stdout.split() == ["True", str(2**40)], out.stderr
     assert "64-bit data reached" not in out.stderr
 
 
 def test_error_mode_refuses_64bit_floats():
-    code = ("import torch\nprint(torch.arange(3, device='neuron').sum().item())\n"
-            "torch.ones(2, dtype=torch.float64).to('neuron')")
+    code = (
+        "import torch\nprint(torch.arange(3, device='neuron').sum().item())\n"
+        "torch.ones(2, dtype=torch.float64).to('neuron')"
+    )
     out = run_python(code, env={"TORCH_NEURONX_64BIT": "error"})
     assert out.stdout.strip() == "3"
     assert "64-bit floating point (Double) is not supported on neuron" in out.stderr
@@ -69,8 +75,10 @@ def test_error_mode_refuses_64bit_floats():
 
 
 def test_bad_mode_is_a_clear_error():
-    out = run_python("import torch\ntorch.ones(2, dtype=torch.float64).to('neuron')",
-                     env={"TORCH_NEURONX_64BIT": "wide"})
+    out = run_python(
+        "import torch\ntorch.ones(2, dtype=torch.float64).to('neuron')",
+        env={"TORCH_NEURONX_64BIT": "wide"},
+    )
     assert "TORCH_NEURONX_64BIT='wide' is not a 64-bit policy" in out.stderr
 
 
@@ -92,5 +100,17 @@ def test_views_of_unwritten_int64_memory_are_not_checked():
         del freed
         assert torch.equal(i.repeat(shape[0] // 5).cpu(), torch.arange(5).repeat(shape[0] // 5))
     assert torch.equal(i.repeat(2, 3).cpu(), torch.arange(5).repeat(2, 3))
-    assert torch.equal(torch.empty(4, dtype=torch.int64, device="neuron").fill_(7).cpu(),
-                       torch.full((4,), 7))
+    assert torch.equal(
+        torch.empty(4, dtype=torch.int64, device="neuron").fill_(7).cpu(), torch.full((4,), 7)
+    )
+
+
+def test_casts_on_the_device_follow_the_64bit_policy():
+    # A cast between neuron tensors produces values, as any op does.
+    with pytest.raises(RuntimeError, match="int64 value 10000000000 from aten::copy_ does not fit"):
+        torch.tensor([1e10]).to("neuron").long()
+    with pytest.raises(RuntimeError, match="does not fit in int32"):
+        torch.tensor([float("nan")]).to("neuron").to(torch.int64)
+    as_double = torch.tensor([16777217], dtype=torch.int32).to("neuron").double()
+    assert as_double.item() == 16777216.0  # held at float32 precision
+    assert torch.tensor([7.9]).to("neuron").long().item() == 7

@@ -2,8 +2,6 @@
 setting (NEURON_FALLBACK_ENABLED=0, TORCH_NEURONX_64BIT=error)."""
 
 import pytest
-import torch
-
 from pyrun import run_python
 
 PRINT_EVERYTHING = """
@@ -28,9 +26,11 @@ print(torch_neuronx.get_fallback_ops(), torch_neuronx.get_executed_ops())
 """
 
 
-@pytest.mark.parametrize("env", [{}, {"NEURON_FALLBACK_ENABLED": "0"},
-                                 {"TORCH_NEURONX_64BIT": "error"}],
-                         ids=["default", "fallback_disabled", "64bit_error"])
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"NEURON_FALLBACK_ENABLED": "0"}, {"TORCH_NEURONX_64BIT": "error"}],
+    ids=["default", "fallback_disabled", "64bit_error"],
+)
 def test_printing_runs_no_device_op(env):
     result = run_python(PRINT_EVERYTHING, env=env)
     assert result.returncode == 0, result.stderr

@@ -25,7 +25,8 @@ def test_readme_ten_lines():
 
 
 def test_demo_loss_curves_are_identical():
-    out = run_script(os.path.join(ROOT, "examples", "demo.py"), env={"DEMO_STEPS": "10"},
-                     timeout=300)
+    out = run_script(
+        os.path.join(ROOT, "examples", "demo.py"), env={"DEMO_STEPS": "10"}, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "loss curves are IDENTICAL (bit for bit)" in out.stdout

@@ -16,10 +16,17 @@ def _state():
     return {"base": base, "row": base[1], "col": base[:, 2]}
 
 
-@pytest.mark.parametrize("map_location, device", [
-    (None, "neuron:0"), ("cpu", "cpu"), ("neuron:1", "neuron:1"), (torch.device("neuron:2"), "neuron:2"),
-    ({"neuron:0": "cpu"}, "cpu"), (lambda storage, loc: storage, "cpu"),
-])
+@pytest.mark.parametrize(
+    "map_location, device",
+    [
+        (None, "neuron:0"),
+        ("cpu", "cpu"),
+        ("neuron:1", "neuron:1"),
+        (torch.device("neuron:2"), "neuron:2"),
+        ({"neuron:0": "cpu"}, "cpu"),
+        (lambda storage, loc: storage, "cpu"),
+    ],
+)
 def test_map_location_forms(map_location, device):
     kwargs = {} if map_location is None else {"map_location": map_location}
     loaded = _roundtrip(_state(), **kwargs)

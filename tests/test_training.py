@@ -3,7 +3,6 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
 from tiny_gpt import train
 
 OPTIMIZERS = {

@@ -10,35 +10,26 @@ def _autoload():
 
 
 # Defined before importing torch: `import torch_neuronx` imports torch, whose autoload then
-# looks up _autoload on this partially initialised module.
-import importlib.metadata as _metadata  # noqa: E402
+# looks up _autoload on this partially initialised module. The order below is the load order.
+import importlib.metadata as _metadata
 
-import torch as _torch  # noqa: E402
+import torch as _torch
 
-from torch_neuronx import _library  # noqa: E402
+from torch_neuronx import _library
 
 _library.load()
 
-from torch_neuronx import log as _log  # noqa: E402,F401  (C++ logs through it)
-
-from torch_neuronx import neuron  # noqa: E402  (needs the library)
+from torch_neuronx import log as _log  # C++ logs through it
+from torch_neuronx import neuron  # needs the library
 
 _library.register_device_module(neuron)
 
-from torch_neuronx import distributed  # noqa: E402,F401  (registers the "neuron" c10d backend)
-
-from torch_neuronx import metrics  # noqa: E402
-from torch_neuronx._dynamo import default_backend as _default_backend  # noqa: E402
-from torch_neuronx._dynamo.metrics import (  # noqa: E402
-    counters as _dynamo_counters,
-    get_dynamo_metrics,
-    reset_dynamo_metrics,
-)
-from torch_neuronx.op_tracking import (  # noqa: E402
-    clear_op_tracking,
-    get_executed_ops,
-    get_fallback_ops,
-)
+from torch_neuronx import distributed  # registers the "neuron" c10d backend
+from torch_neuronx import metrics
+from torch_neuronx._dynamo import default_backend as _default_backend
+from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
+from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
+from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
 
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
 _default_backend.install()
@@ -60,6 +51,15 @@ def __getattr__(name):
 
 
 __all__ = [
-    "clear_op_tracking", "distributed", "get_dynamo_metrics", "get_executed_ops", "get_fallback_ops", "metrics",
-    "neuron", "nki", "nki_op", "wrap_nki", "reset_dynamo_metrics",
+    "clear_op_tracking",
+    "distributed",
+    "get_dynamo_metrics",
+    "get_executed_ops",
+    "get_fallback_ops",
+    "metrics",
+    "neuron",
+    "nki",
+    "nki_op",
+    "wrap_nki",
+    "reset_dynamo_metrics",
 ]

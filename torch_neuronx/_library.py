@@ -40,9 +40,13 @@ def register_device_module(module):
         )
     from torch_neuronx import op_policy
 
-    torch.ops.neuron.route(op_policy.cpu_fallback_ops(), op_policy.boolean_mask_ops(),
-                           op_policy.device_selecting_ops(), op_policy.host_composite_ops(),
-                           op_policy.fp8_data_ops())
+    torch.ops.neuron.route(
+        op_policy.cpu_fallback_ops(),
+        op_policy.boolean_mask_ops(),
+        op_policy.device_selecting_ops(),
+        op_policy.host_composite_ops(),
+        op_policy.fp8_data_ops(),
+    )
     # The emulated cores compute on the host's CPU threads. A backward pass handed to a
     # per-device autograd thread would run a second OpenMP team that contends with this
     # thread's; running it on the calling thread, as CPU tensors do, keeps one team.

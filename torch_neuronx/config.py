@@ -24,49 +24,129 @@ class Variable:
     reader: str = "python"
 
 
-VARIABLES = {v.name: v for v in (
-    Variable("NEURON_PLATFORM_TARGET_OVERRIDE", "choice", "trn2",
-             "Emulated platform: `trn2` (96 GiB HBM per chip) or `trn3` (144 GiB); NKI kernels "
-             "also take `trn1`.", choices=("trn1", "trn2", "trn3", "gen2", "gen3", "gen4")),
-    Variable("NEURON_LOGICAL_NC_CONFIG", "int", "2",
-             "Logical NeuronCore size: LNC=2 gives 4 cores per chip, LNC=1 gives 8.",
-             reader="c++"),
-    Variable("NEURON_RT_VISIBLE_CORES", "text", "",
-             "Visible cores, e.g. `0-1` or `2` or `0,2`.", shown="all", reader="c++"),
-    Variable("NEURON_RT_NUM_CORES", "int", "", "Number of visible cores to use.", shown="all",
-             reader="c++"),
-    Variable("TORCH_DEVICE_BACKEND_AUTOLOAD", "flag", "1",
-             "`0` stops `import torch` from loading torchneuron.", reader="torch"),
-    Variable("NEURON_FALLBACK_ENABLED", "flag", "1",
-             "`0` makes CPU-fallback ops raise instead of running on the host.", reader="c++"),
-    Variable("TORCH_NEURONX_OP_POLICY", "text", "",
-             "Path of a JSON file whose sections replace those of "
-             "`torch_neuronx/op_policy.json`.",
-             shown="built in"),
-    Variable("TORCH_NEURONX_64BIT", "choice", "narrow",
-             "`narrow`: 64-bit values held at 32-bit precision / int32 range; `native`: full "
-             "64-bit; `error`: refuse 64-bit floats.", choices=("narrow", "native", "error"),
-             reader="c++"),
-    Variable("TORCH_NEURONX_LOG_LEVEL", "text", "WARNING",
-             "Level of the `torch_neuronx` logger (`DEBUG`..`ERROR` or 3..0)."),
-    Variable("TORCH_NEURONX_METRICS_ENABLED", "flag", "0",
-             "`1` writes a CSV of every counter at exit."),
-    Variable("TORCH_NEURONX_METRICS_DIR", "text", "", "Where that CSV goes.", shown="temp dir"),
-    Variable("TORCH_NEURONX_NEFF_CACHE_DIR", "text", "~/.cache/torchneuron",
-             "Persistent cache of compiled graphs."),
-    Variable("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", "float", "600",
-             "Seconds a process waits for another compiling the same graph."),
-    Variable("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "flag", "1",
-             "`0`: a graph that fails to compile runs eagerly, with a warning."),
-    Variable("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "flag", "0",
-             "`1`: CPU inputs to a compiled function raise instead of being read."),
-    Variable("TORCH_NEURONX_DEBUG_DIR", "text", "/tmp/neuron_backend",
-             "Where FX graphs and generated code go."),
-    Variable("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "flag", "0",
-             "`1` keeps them after the run."),
-    Variable("NKI_SIMULATOR", "text", "", "NKI kernels always run on the (validating) simulator "
-             "here.", shown="unset", reader="none"),
-)}
+VARIABLES = {
+    v.name: v
+    for v in (
+        Variable(
+            "NEURON_PLATFORM_TARGET_OVERRIDE",
+            "choice",
+            "trn2",
+            "Emulated platform: `trn2` (96 GiB HBM per chip) or `trn3` (144 GiB); NKI kernels "
+            "also take `trn1`.",
+            choices=("trn1", "trn2", "trn3", "gen2", "gen3", "gen4"),
+        ),
+        Variable(
+            "NEURON_LOGICAL_NC_CONFIG",
+            "int",
+            "2",
+            "Logical NeuronCore size: LNC=2 gives 4 cores per chip, LNC=1 gives 8.",
+            reader="c++",
+        ),
+        Variable(
+            "NEURON_RT_VISIBLE_CORES",
+            "text",
+            "",
+            "Visible cores, e.g. `0-1` or `2` or `0,2`.",
+            shown="all",
+            reader="c++",
+        ),
+        Variable(
+            "NEURON_RT_NUM_CORES",
+            "int",
+            "",
+            "Number of visible cores to use.",
+            shown="all",
+            reader="c++",
+        ),
+        Variable(
+            "TORCH_DEVICE_BACKEND_AUTOLOAD",
+            "flag",
+            "1",
+            "`0` stops `import torch` from loading torchneuron.",
+            reader="torch",
+        ),
+        Variable(
+            "NEURON_FALLBACK_ENABLED",
+            "flag",
+            "1",
+            "`0` makes CPU-fallback ops raise instead of running on the host.",
+            reader="c++",
+        ),
+        Variable(
+            "TORCH_NEURONX_OP_POLICY",
+            "text",
+            "",
+            "Path of a JSON file whose sections replace those of `torch_neuronx/op_policy.json`.",
+            shown="built in",
+        ),
+        Variable(
+            "TORCH_NEURONX_64BIT",
+            "choice",
+            "narrow",
+            "`narrow`: 64-bit values held at 32-bit precision / int32 range; `native`: full "
+            "64-bit; `error`: refuse 64-bit floats.",
+            choices=("narrow", "native", "error"),
+            reader="c++",
+        ),
+        Variable(
+            "TORCH_NEURONX_LOG_LEVEL",
+            "text",
+            "WARNING",
+            "Level of the `torch_neuronx` logger (`DEBUG`..`ERROR` or 3..0).",
+        ),
+        Variable(
+            "TORCH_NEURONX_METRICS_ENABLED",
+            "flag",
+            "0",
+            "`1` writes a CSV of every counter at exit.",
+        ),
+        Variable("TORCH_NEURONX_METRICS_DIR", "text", "", "Where that CSV goes.", shown="temp dir"),
+        Variable(
+            "TORCH_NEURONX_NEFF_CACHE_DIR",
+            "text",
+            "~/.cache/torchneuron",
+            "Persistent cache of compiled graphs.",
+        ),
+        Variable(
+            "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT",
+            "float",
+            "600",
+            "Seconds a process waits for another compiling the same graph.",
+        ),
+        Variable(
+            "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
+            "flag",
+            "1",
+            "`0`: a graph that fails to compile runs eagerly, with a warning.",
+        ),
+        Variable(
+            "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY",
+            "flag",
+            "0",
+            "`1`: CPU inputs to a compiled function raise instead of being read.",
+        ),
+        Variable(
+            "TORCH_NEURONX_DEBUG_DIR",
+            "text",
+            "/tmp/neuron_backend",
+            "Where FX graphs and generated code go.",
+        ),
+        Variable(
+            "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
+            "flag",
+            "0",
+            "`1` keeps them after the run.",
+        ),
+        Variable(
+            "NKI_SIMULATOR",
+            "text",
+            "",
+            "NKI kernels always run on the (validating) simulator here.",
+            shown="unset",
+            reader="none",
+        ),
+    )
+}
 
 
 def text(name):
@@ -83,16 +163,18 @@ def get(name):
             return True
         if value.lower() in _FALSE:
             return False
-        raise ValueError(f"{name}={value!r} is not a boolean; use 1/0, true/false, yes/no or "
-                         "on/off")
+        raise ValueError(
+            f"{name}={value!r} is not a boolean; use 1/0, true/false, yes/no or on/off"
+        )
     if var.kind == "choice" and value.lower() not in var.choices:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(var.choices)}")
     if var.kind in ("int", "float") and value:
         try:
             return int(value) if var.kind == "int" else float(value)
         except ValueError:
-            raise ValueError(f"{name}={value!r} is not a number; use e.g. {name}="
-                             f"{var.default or 1}") from None
+            raise ValueError(
+                f"{name}={value!r} is not a number; use e.g. {name}={var.default or 1}"
+            ) from None
     return value.lower() if var.kind == "choice" else value
 
 

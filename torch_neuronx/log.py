@@ -16,8 +16,10 @@ def _configure():
     if level:
         value = _NUMERIC.get(level, getattr(logging, level, None))
         if not isinstance(value, int):
-            raise ValueError(f"TORCH_NEURONX_LOG_LEVEL={level!r} is not a log level; use DEBUG, "
-                             "INFO, WARNING, ERROR or 0-3")
+            raise ValueError(
+                f"TORCH_NEURONX_LOG_LEVEL={level!r} is not a log level; use DEBUG, "
+                "INFO, WARNING, ERROR or 0-3"
+            )
         logger.setLevel(value)
     if not logger.handlers:
         handler = logging.StreamHandler()

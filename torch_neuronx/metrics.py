@@ -6,11 +6,11 @@ TORCH_NEURONX_METRICS_DIR (default: the system temporary directory).
 """
 
 import atexit
-from collections.abc import Callable
 import csv
 import os
 import tempfile
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -83,7 +83,9 @@ def write_csv(path: str) -> None:
 def _write_at_exit():
     directory = config.get("TORCH_NEURONX_METRICS_DIR") or tempfile.gettempdir()
     os.makedirs(directory, exist_ok=True)
-    write_csv(os.path.join(directory, f"torch_neuronx_metrics_{os.getpid()}_{int(time.time())}.csv"))
+    write_csv(
+        os.path.join(directory, f"torch_neuronx_metrics_{os.getpid()}_{int(time.time())}.csv")
+    )
 
 
 if config.get("TORCH_NEURONX_METRICS_ENABLED"):

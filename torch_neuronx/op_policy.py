@@ -32,8 +32,10 @@ def _read(path):
         with open(path) as f:
             return json.load(f)
     except (OSError, ValueError) as e:
-        raise RuntimeError(f"Cannot read the op policy {path!r} (TORCH_NEURONX_OP_POLICY): {e}. "
-                           f"Use a JSON file shaped like {_DEFAULT}") from e
+        raise RuntimeError(
+            f"Cannot read the op policy {path!r} (TORCH_NEURONX_OP_POLICY): {e}. "
+            f"Use a JSON file shaped like {_DEFAULT}"
+        ) from e
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,8 +43,10 @@ def _kernel_ops():
     """ATen ops that reach a CPU backend kernel, as 'name' or 'name.overload'."""
     names = []
     for full in torch._C._dispatch_get_all_op_names():
-        if full.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(full, "CPU"):
-            names.append(full[len("aten::"):])
+        if full.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
+            full, "CPU"
+        ):
+            names.append(full[len("aten::") :])
     return tuple(sorted(names))
 
 
@@ -50,6 +54,7 @@ def _select(rule):
     def matches(name, patterns):
         base = name.split(".")[0]
         return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(base, p) for p in patterns)
+
     include, exclude = rule.get("include", ()), rule.get("exclude", ())
     return [n for n in _kernel_ops() if matches(n, include) and not matches(n, exclude)]
 

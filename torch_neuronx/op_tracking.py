@@ -7,7 +7,7 @@ _NATIVE, _FALLBACK = "NativeOp::", "FallbackOp::"
 
 def _ops(prefix):
     names, values = torch.ops.neuron.counters()
-    return sorted(n[len(prefix):] for n, v in zip(names, values) if v and n.startswith(prefix))
+    return sorted(n[len(prefix) :] for n, v in zip(names, values) if v and n.startswith(prefix))
 
 
 def get_fallback_ops() -> list[str]:

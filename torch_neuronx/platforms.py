@@ -19,11 +19,14 @@ class Platform:
     torch_device: bool
 
 
-PLATFORMS = {p.name: p for p in (
-    Platform("trn1", 2, 32 * GiB, 2, torch_device=False),
-    Platform("trn2", 3, 96 * GiB, 8, torch_device=True),
-    Platform("trn3", 4, 144 * GiB, 8, torch_device=True),
-)}
+PLATFORMS = {
+    p.name: p
+    for p in (
+        Platform("trn1", 2, 32 * GiB, 2, torch_device=False),
+        Platform("trn2", 3, 96 * GiB, 8, torch_device=True),
+        Platform("trn3", 4, 144 * GiB, 8, torch_device=True),
+    )
+}
 
 
 def resolve(name=None):
@@ -35,8 +38,10 @@ def resolve(name=None):
         if key in (platform.name, f"gen{platform.core_version}"):
             return platform
     source = f"{variable}={key!r}" if name is None else repr(name)
-    raise ValueError(f"{source} is not a Trainium platform; use one of {', '.join(PLATFORMS)} "
-                     "(or gen2, gen3, gen4)")
+    raise ValueError(
+        f"{source} is not a Trainium platform; use one of {', '.join(PLATFORMS)} "
+        "(or gen2, gen3, gen4)"
+    )
 
 
 def configure_device():
@@ -46,10 +51,11 @@ def configure_device():
         platform = resolve()
         if not platform.torch_device:
             devices = [p.name for p in PLATFORMS.values() if p.torch_device]
-            raise ValueError(f"NEURON_PLATFORM_TARGET_OVERRIDE={platform.name!r} is a target for "
-                             f"NKI kernels only; the neuron device emulates {' or '.join(devices)}")
+            raise ValueError(
+                f"NEURON_PLATFORM_TARGET_OVERRIDE={platform.name!r} is a target for "
+                f"NKI kernels only; the neuron device emulates {' or '.join(devices)}"
+            )
     except ValueError as e:
         torch.ops.neuron.set_platform("", 0, 0, str(e))
         return
-    torch.ops.neuron.set_platform(platform.name, platform.hbm_per_chip, platform.physical_cores,
-                                  "")
+    torch.ops.neuron.set_platform(platform.name, platform.hbm_per_chip, platform.physical_cores, "")

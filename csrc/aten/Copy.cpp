@@ -33,9 +33,17 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     count(Counter::DeviceToHostCopies);
     count(Counter::DeviceToHostBytes, nbytes);
   }
-  host_side(dst).copy_(host_side(self), non_blocking);
-  if (to_device && !from_device) {
-    enforce_64bit(dst, "the copy to neuron");
+  if (from_device && to_device && self.storage().is_alias_of(dst.storage())) {
+    // One host storage for both sides, so that the CPU copy sees their overlap as on CPU.
+    auto host = host_storage(dst.storage().unsafeGetStorageImpl());
+    tensor_over(host, dst, c10::DispatchKey::CPU)
+        .copy_(tensor_over(host, self, c10::DispatchKey::CPU), non_blocking);
+  } else {
+    host_side(dst).copy_(host_side(self), non_blocking);
+  }
+  if (to_device) {
+    // A copy that changes the dtype (a cast) produces values, as any op does.
+    enforce_64bit(dst, from_device ? "aten::copy_" : "the copy to neuron");
   }
   return dst;
 }

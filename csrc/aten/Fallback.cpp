@@ -261,6 +261,14 @@ class HostCall {
     }
     note_device(t.device().index(), arg);
     check_mixing();
+    // One host tensor per device tensor, so that kernels see arguments that are the same tensor
+    // as the same tensor (ATen's identity and overlap checks).
+    for (auto& ta : tensors_) {
+      if (ta.device.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        ta.writable |= info.writable;
+        return ta.host;
+      }
+    }
     // The CPU-fallback tier takes FP8 too (FP8 scaled matmul runs there, docs/limitations.md).
     TORCH_CHECK(!is_fp8(t.scalar_type()) || fp8_data_op_ || copy_, schema_.operator_name(), " on ",
         t.scalar_type(),

@@ -1,8 +1,8 @@
 // Decides which kernel each ATen op uses on neuron tensors. Ops with a CPU kernel and a
 // composite kernel (explicit or implicit, e.g. mish_backward) would otherwise run the composite,
-// which differs numerically from CPU; they are sent to the host-kernel path, as are the ops the op policy names
-// (torch_neuronx/op_policy.json): the CPU-fallback tier, composites that pick a backend by
-// device type and so would never reach a CPU kernel, and the host composites.
+// which differs numerically from CPU; they are sent to the host-kernel path, as are the ops
+// the op policy names (torch_neuronx/op_policy.json): the CPU-fallback tier, composites that
+// pick a backend by device type and so would never reach a CPU kernel, and the host composites.
 
 #include "aten/Routing.h"
 #include "aten/Fallback.h"

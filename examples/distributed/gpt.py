@@ -28,8 +28,9 @@ class Attention(nn.Module):
     def forward(self, x):
         b, t, _ = x.shape
         # -1 heads: under tensor parallelism each rank holds only its share of the heads.
-        q, k, v = (p(x).view(b, t, -1, self.head_dim).transpose(1, 2)
-                   for p in (self.q, self.k, self.v))
+        q, k, v = (
+            p(x).view(b, t, -1, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v)
+        )
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o(y.transpose(1, 2).reshape(b, t, -1))
 

@@ -4,6 +4,7 @@ Layout: q, k, v, o and their gradients are [heads, seq, d] with d <= 128 and seq
 of 128; one SPMD program per head (``kernel[heads](...)``).  Matmuls contract over the
 partition dim, so q/k/v tiles are transposed on the Tensor engine where d must lead.
 """
+
 import math
 
 import torch
@@ -13,8 +14,8 @@ import nki.isa as nisa
 import nki.language as nl
 from nki.torch_integration import nki_op
 
-T = 128            # query and key/value tile length
-MASKED = -3.0e38   # fill for masked scores: exp(MASKED - m) == 0
+T = 128  # query and key/value tile length
+MASKED = -3.0e38  # fill for masked scores: exp(MASKED - m) == 0
 
 
 def _load(src, dtype):
@@ -42,8 +43,14 @@ def _scores(q_t, k_t, scale, masked):
     nisa.activation(dst=s, op=nl.copy, data=s_psum, scale=scale)
     if masked:
         # keep key f for query p where p - f >= 0
-        nisa.affine_select(dst=s, pattern=[[-1, T]], channel_multiplier=1, on_true_tile=s,
-                           on_false_value=MASKED, cmp_op=nl.greater_equal)
+        nisa.affine_select(
+            dst=s,
+            pattern=[[-1, T]],
+            channel_multiplier=1,
+            on_true_tile=s,
+            on_false_value=MASKED,
+            cmp_op=nl.greater_equal,
+        )
     return s
 
 
@@ -56,10 +63,10 @@ def flash_fwd(q, k, v, scale, causal):
     lse = nl.ndarray((heads, seq), dtype=nl.float32, buffer=nl.shared_hbm)
     h = nl.program_id(0)
     tiles = seq // T
-    k_t = [_transposed(_load(k[h, j * T:(j + 1) * T], k.dtype)) for j in range(tiles)]
-    v_tiles = [_load(v[h, j * T:(j + 1) * T], v.dtype) for j in range(tiles)]
+    k_t = [_transposed(_load(k[h, j * T : (j + 1) * T], k.dtype)) for j in range(tiles)]
+    v_tiles = [_load(v[h, j * T : (j + 1) * T], v.dtype) for j in range(tiles)]
     for i in nl.affine_range(tiles):
-        q_t = _transposed(_load(q[h, i * T:(i + 1) * T], q.dtype))
+        q_t = _transposed(_load(q[h, i * T : (i + 1) * T], q.dtype))
         m = nl.full((T, 1), MASKED, dtype=nl.float32)
         total = nl.zeros((T, 1), dtype=nl.float32)
         acc = nl.zeros((T, d), dtype=nl.float32)
@@ -73,26 +80,29 @@ def flash_fwd(q, k, v, scale, causal):
             nisa.tensor_scalar(dst=neg_m, data=m_new, op0=nl.multiply, operand0=-1.0)
             p = nl.ndarray((T, T), dtype=q.dtype, buffer=nl.sbuf)
             row_sum = nl.ndarray((T, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=p, op=nl.exp, data=s, bias=neg_m, reduce_op=nl.add,
-                            reduce_res=row_sum)
+            nisa.activation(
+                dst=p, op=nl.exp, data=s, bias=neg_m, reduce_op=nl.add, reduce_res=row_sum
+            )
             alpha = nl.ndarray((T, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.activation(dst=alpha, op=nl.exp, data=m, bias=neg_m)
-            nisa.scalar_tensor_tensor(dst=total, data=total, op0=nl.multiply, operand0=alpha,
-                                      op1=nl.add, operand1=row_sum)
+            nisa.scalar_tensor_tensor(
+                dst=total, data=total, op0=nl.multiply, operand0=alpha, op1=nl.add, operand1=row_sum
+            )
             pv = nl.ndarray((T, d), dtype=nl.float32, buffer=nl.psum)
             nisa.nc_matmul(dst=pv, stationary=_transposed(p), moving=v_tiles[j])
-            nisa.scalar_tensor_tensor(dst=acc, data=acc, op0=nl.multiply, operand0=alpha,
-                                      op1=nl.add, operand1=pv)
+            nisa.scalar_tensor_tensor(
+                dst=acc, data=acc, op0=nl.multiply, operand0=alpha, op1=nl.add, operand1=pv
+            )
             nisa.tensor_copy(dst=m, src=m_new)
         inv = nl.ndarray((T, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.reciprocal(dst=inv, data=total)
         out = nl.ndarray((T, d), dtype=q.dtype, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=out, data=acc, op0=nl.multiply, operand0=inv)
-        nisa.dma_copy(dst=o[h, i * T:(i + 1) * T], src=out)
+        nisa.dma_copy(dst=o[h, i * T : (i + 1) * T], src=out)
         log_total = nl.ndarray((T, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=log_total, op=nl.log, data=total)
         nisa.tensor_tensor(dst=log_total, data1=log_total, data2=m, op=nl.add)
-        nisa.dma_copy(dst=lse[h, i * T:(i + 1) * T], src=log_total)
+        nisa.dma_copy(dst=lse[h, i * T : (i + 1) * T], src=log_total)
     return o, lse
 
 
@@ -120,8 +130,9 @@ def flash_bwd(q, k, v, o, d_o, lse, scale, causal):
         neg_lse.append(lse_tile)
         # delta_i = rowsum(dO * O)
         prod = nl.ndarray((T, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=prod, data1=do_tiles[i], data2=_load(o[h, b], o.dtype),
-                           op=nl.multiply)
+        nisa.tensor_tensor(
+            dst=prod, data1=do_tiles[i], data2=_load(o[h, b], o.dtype), op=nl.multiply
+        )
         row = nl.ndarray((T, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=row, op=nl.add, data=prod, axis=1)
         delta.append(row)
@@ -138,8 +149,9 @@ def flash_bwd(q, k, v, o, d_o, lse, scale, causal):
             dp = nl.ndarray((T, T), dtype=nl.float32, buffer=nl.psum)
             nisa.nc_matmul(dst=dp, stationary=do_t[i], moving=v_t[j])
             ds = nl.ndarray((T, T), dtype=q.dtype, buffer=nl.sbuf)
-            nisa.scalar_tensor_tensor(dst=ds, data=dp, op0=nl.subtract, operand0=delta[i],
-                                      op1=nl.multiply, operand1=p)
+            nisa.scalar_tensor_tensor(
+                dst=ds, data=dp, op0=nl.subtract, operand0=delta[i], op1=nl.multiply, operand1=p
+            )
             nisa.nc_matmul(dst=dk_psum, stationary=ds, moving=q_tiles[i])
             dq_psum = nl.ndarray((T, d), dtype=nl.float32, buffer=nl.psum)
             nisa.nc_matmul(dst=dq_psum, stationary=_transposed(ds), moving=k_tiles[j])
@@ -158,16 +170,24 @@ def flash_bwd(q, k, v, o, d_o, lse, scale, causal):
 
 
 @nki_op("nki_examples::flash_attention", mutates_args=())
-def flash_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                        causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def flash_attention_fwd(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse) for q, k, v of shape [heads, seq, d]."""
     return flash_fwd[q.shape[0]](q.contiguous(), k.contiguous(), v.contiguous(), scale, causal)
 
 
 @nki_op("nki_examples::flash_attention_backward", mutates_args=())
-def flash_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-                        d_o: torch.Tensor, lse: torch.Tensor, scale: float,
-                        causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def flash_attention_bwd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    d_o: torch.Tensor,
+    lse: torch.Tensor,
+    scale: float,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of flash_attention_fwd."""
     return flash_bwd[q.shape[0]](q, k, v, o, d_o.contiguous(), lse, scale, causal)
 
@@ -195,8 +215,9 @@ def flash_attention(q, k, v, causal=False):
 
 def reference(q, k, v, causal=False):
     """Torch reference attention, computed in fp32."""
-    out = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
-                                                           is_causal=causal)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=causal
+    )
     return out.to(q.dtype)
 
 
@@ -213,8 +234,9 @@ class TinyAttention(torch.nn.Module):
     def forward(self, x):
         batch, seq, dim = x.shape
         qkv = self.qkv(x).reshape(batch, seq, 3, self.heads, dim // self.heads)
-        q, k, v = (qkv[:, :, i].permute(0, 2, 1, 3).reshape(batch * self.heads, seq, -1)
-                   for i in range(3))
+        q, k, v = (
+            qkv[:, :, i].permute(0, 2, 1, 3).reshape(batch * self.heads, seq, -1) for i in range(3)
+        )
         attend = flash_attention if self.use_nki else reference
         out = attend(q, k, v, causal=True)
         out = out.reshape(batch, self.heads, seq, -1).permute(0, 2, 1, 3).reshape(batch, seq, dim)

@@ -1,4 +1,5 @@
 """LayerNorm with bn_stats over 512-wide chunks and bn_aggr for the row mean and variance."""
+
 import torch
 
 import nki
@@ -22,24 +23,31 @@ def layernorm(x, gamma, beta, eps):
     for start in range(0, n, P):
         rows = min(P, n - start)
         x_tile = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=x_tile[:rows], src=x[start:start + rows])
+        nisa.dma_copy(dst=x_tile[:rows], src=x[start : start + rows])
         stats = nl.ndarray((P, 6 * len(chunks)), dtype=nl.float32, buffer=nl.sbuf)
         for i, (c, size) in enumerate(chunks):
-            nisa.bn_stats(dst=stats[:rows, 6 * i:6 * i + 6], data=x_tile[:rows, c:c + size])
+            nisa.bn_stats(dst=stats[:rows, 6 * i : 6 * i + 6], data=x_tile[:rows, c : c + size])
         moments = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
         nisa.bn_aggr(dst=moments[:rows], data=stats[:rows])
         rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=rstd[:rows], data=moments[:rows, 1:2], op0=nl.add, operand0=eps)
         nisa.activation(dst=rstd[:rows], op=nl.rsqrt, data=rstd[:rows])
         normed = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=normed[:rows], data=x_tile[:rows], op0=nl.subtract,
-                           operand0=moments[:rows, 0:1], op1=nl.multiply, operand1=rstd[:rows])
+        nisa.tensor_scalar(
+            dst=normed[:rows],
+            data=x_tile[:rows],
+            op0=nl.subtract,
+            operand0=moments[:rows, 0:1],
+            op1=nl.multiply,
+            operand1=rstd[:rows],
+        )
         scaled = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=scaled[:rows], data1=normed[:rows], data2=g_tile[:rows],
-                           op=nl.multiply)
+        nisa.tensor_tensor(
+            dst=scaled[:rows], data1=normed[:rows], data2=g_tile[:rows], op=nl.multiply
+        )
         y = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=y[:rows], data1=scaled[:rows], data2=b_tile[:rows], op=nl.add)
-        nisa.dma_copy(dst=out[start:start + rows], src=y[:rows])
+        nisa.dma_copy(dst=out[start : start + rows], src=y[:rows])
     return out
 
 

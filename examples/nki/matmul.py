@@ -1,4 +1,5 @@
 """Tiled matrix multiplication: PSUM accumulation over K, lhsT tiles hoisted out of the N loop."""
+
 import torch
 
 import nki
@@ -22,21 +23,26 @@ def matmul_tiled(lhsT, rhs):
         lhs_tiles = []
         for k in nl.affine_range(k_size // tile_k):
             tile = nl.ndarray((tile_k, tile_m), dtype=lhsT.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=tile,
-                          src=lhsT[k * tile_k:(k + 1) * tile_k, m * tile_m:(m + 1) * tile_m])
+            nisa.dma_copy(
+                dst=tile, src=lhsT[k * tile_k : (k + 1) * tile_k, m * tile_m : (m + 1) * tile_m]
+            )
             lhs_tiles.append(tile)
         for n in nl.affine_range(n_size // tile_n):
             acc = nl.ndarray((tile_m, tile_n), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(k_size // tile_k):
                 rhs_tile = nl.ndarray((tile_k, tile_n), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=rhs_tile,
-                              src=rhs[k * tile_k:(k + 1) * tile_k, n * tile_n:(n + 1) * tile_n])
+                nisa.dma_copy(
+                    dst=rhs_tile,
+                    src=rhs[k * tile_k : (k + 1) * tile_k, n * tile_n : (n + 1) * tile_n],
+                )
                 # accumulate=None: the first matmul into fresh PSUM overwrites, later ones add.
                 nisa.nc_matmul(dst=acc, stationary=lhs_tiles[k], moving=rhs_tile)
             out_tile = nl.ndarray((tile_m, tile_n), dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=out_tile, src=acc)
-            nisa.dma_copy(dst=result[m * tile_m:(m + 1) * tile_m, n * tile_n:(n + 1) * tile_n],
-                          src=out_tile)
+            nisa.dma_copy(
+                dst=result[m * tile_m : (m + 1) * tile_m, n * tile_n : (n + 1) * tile_n],
+                src=out_tile,
+            )
     return result
 
 
@@ -47,7 +53,7 @@ def reference(lhsT, rhs):
 
 def main():
     k, m, n = 1024, 512, 1024
-    lhsT = torch.randn(k, m, dtype=torch.bfloat16) / k ** 0.5
+    lhsT = torch.randn(k, m, dtype=torch.bfloat16) / k**0.5
     rhs = torch.randn(k, n, dtype=torch.bfloat16)
     err = (matmul_tiled(lhsT, rhs).float() - reference(lhsT, rhs).float()).abs().max().item()
     print(f"matmul_tiled bf16 [{k}x{m}]^T @ [{k}x{n}] max abs error: {err:.3g}")

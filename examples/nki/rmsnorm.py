@@ -1,4 +1,5 @@
 """RMSNorm forward and backward kernels, registered for PyTorch training with nki_op."""
+
 import torch
 
 import nki
@@ -26,11 +27,22 @@ def _rstd(x_tile, rows, d, eps):
     """Per-row ``1 / sqrt(mean(x^2) + eps)`` as a [128, 1] fp32 tile."""
     squares = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
     ssq = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(dst=squares[:rows], op=nl.square, data=x_tile[:rows], reduce_op=nl.add,
-                    reduce_res=ssq[:rows])
+    nisa.activation(
+        dst=squares[:rows],
+        op=nl.square,
+        data=x_tile[:rows],
+        reduce_op=nl.add,
+        reduce_res=ssq[:rows],
+    )
     rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=rstd[:rows], data=ssq[:rows], op0=nl.multiply, operand0=1.0 / d,
-                       op1=nl.add, operand1=eps)
+    nisa.tensor_scalar(
+        dst=rstd[:rows],
+        data=ssq[:rows],
+        op0=nl.multiply,
+        operand0=1.0 / d,
+        op1=nl.add,
+        operand1=eps,
+    )
     nisa.activation(dst=rstd[:rows], op=nl.rsqrt, data=rstd[:rows])
     return rstd
 
@@ -43,12 +55,18 @@ def rmsnorm_fwd(x, weight, eps):
     w_tile = _broadcast_rows(weight, weight.dtype)
     for start, rows in _row_tiles(n):
         x_tile = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=x_tile[:rows], src=x[start:start + rows])
+        nisa.dma_copy(dst=x_tile[:rows], src=x[start : start + rows])
         rstd = _rstd(x_tile, rows, d, eps)
         y = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=y[:rows], data=x_tile[:rows], op0=nl.multiply,
-                                  operand0=rstd[:rows], op1=nl.multiply, operand1=w_tile[:rows])
-        nisa.dma_copy(dst=out[start:start + rows], src=y[:rows])
+        nisa.scalar_tensor_tensor(
+            dst=y[:rows],
+            data=x_tile[:rows],
+            op0=nl.multiply,
+            operand0=rstd[:rows],
+            op1=nl.multiply,
+            operand1=w_tile[:rows],
+        )
+        nisa.dma_copy(dst=out[start : start + rows], src=y[:rows])
     return out
 
 
@@ -68,38 +86,48 @@ def rmsnorm_bwd(x, weight, grad, eps):
     for start, rows in _row_tiles(n):
         x_tile = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
         g_tile = nl.ndarray((P, d), dtype=grad.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=x_tile[:rows], src=x[start:start + rows])
-        nisa.dma_copy(dst=g_tile[:rows], src=grad[start:start + rows])
+        nisa.dma_copy(dst=x_tile[:rows], src=x[start : start + rows])
+        nisa.dma_copy(dst=g_tile[:rows], src=grad[start : start + rows])
         rstd = _rstd(x_tile, rows, d, eps)
         xhat = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=xhat[:rows], data=x_tile[:rows], op0=nl.multiply,
-                           operand0=rstd[:rows])
+        nisa.tensor_scalar(
+            dst=xhat[:rows], data=x_tile[:rows], op0=nl.multiply, operand0=rstd[:rows]
+        )
         dxhat = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=dxhat[:rows], data1=g_tile[:rows], data2=w_tile[:rows],
-                           op=nl.multiply)
+        nisa.tensor_tensor(
+            dst=dxhat[:rows], data1=g_tile[:rows], data2=w_tile[:rows], op=nl.multiply
+        )
         # dx = rstd * (dxhat - xhat * mean(dxhat * xhat))
         prod = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=prod[:rows], data1=dxhat[:rows], data2=xhat[:rows], op=nl.multiply)
         neg_mean = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=neg_mean[:rows], op=nl.add, data=prod[:rows], axis=1, negate=True)
-        nisa.tensor_scalar(dst=neg_mean[:rows], data=neg_mean[:rows], op0=nl.multiply,
-                           operand0=1.0 / d)
+        nisa.tensor_scalar(
+            dst=neg_mean[:rows], data=neg_mean[:rows], op0=nl.multiply, operand0=1.0 / d
+        )
         centered = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=centered[:rows], data=xhat[:rows], op0=nl.multiply,
-                                  operand0=neg_mean[:rows], op1=nl.add, operand1=dxhat[:rows])
+        nisa.scalar_tensor_tensor(
+            dst=centered[:rows],
+            data=xhat[:rows],
+            op0=nl.multiply,
+            operand0=neg_mean[:rows],
+            op1=nl.add,
+            operand1=dxhat[:rows],
+        )
         dx_tile = nl.ndarray((P, d), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=dx_tile[:rows], data=centered[:rows], op0=nl.multiply,
-                           operand0=rstd[:rows])
-        nisa.dma_copy(dst=dx[start:start + rows], src=dx_tile[:rows])
+        nisa.tensor_scalar(
+            dst=dx_tile[:rows], data=centered[:rows], op0=nl.multiply, operand0=rstd[:rows]
+        )
+        nisa.dma_copy(dst=dx[start : start + rows], src=dx_tile[:rows])
         # dweight += ones.T @ (grad * xhat): a partition-axis sum on the Tensor engine.
         gx = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=gx[:rows], data1=g_tile[:rows], data2=xhat[:rows], op=nl.multiply)
         for acc, (c, size) in zip(dw_psum, spans):
-            nisa.nc_matmul(dst=acc, stationary=ones[:rows], moving=gx[:rows, c:c + size])
+            nisa.nc_matmul(dst=acc, stationary=ones[:rows], moving=gx[:rows, c : c + size])
     for acc, (c, size) in zip(dw_psum, spans):
         dw_tile = nl.ndarray((1, size), dtype=weight.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=dw_tile, src=acc)
-        nisa.dma_copy(dst=dw[c:c + size], src=dw_tile)
+        nisa.dma_copy(dst=dw[c : c + size], src=dw_tile)
     return dx, dw
 
 
@@ -110,8 +138,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 @nki_op("nki_examples::rms_norm_backward", mutates_args=())
-def rms_norm_backward(x: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor,
-                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rms_norm_backward(
+    x: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dweight) of ``rms_norm``."""
     d = x.shape[-1]
     dx, dw = rmsnorm_bwd(x.reshape(-1, d), weight, grad.reshape(-1, d), eps)
@@ -163,8 +192,10 @@ def main():
     reference(xr, wr, 1e-6).sum().backward()
     xn, wn = x.clone().requires_grad_(), w.clone().requires_grad_()
     rms_norm(xn, wn, 1e-6).sum().backward()
-    print(f"rmsnorm dx error {(xn.grad - xr.grad).abs().max():.3g}, "
-          f"dweight error {(wn.grad - wr.grad).abs().max():.3g}")
+    print(
+        f"rmsnorm dx error {(xn.grad - xr.grad).abs().max():.3g}, "
+        f"dweight error {(wn.grad - wr.grad).abs().max():.3g}"
+    )
     print(nki.estimate(rmsnorm_fwd, x, w, 1e-6))
 
 

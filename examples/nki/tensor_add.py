@@ -1,4 +1,5 @@
 """Tensor addition: tiles of [128, 512] moved by DMA and added on the Vector engine."""
+
 import torch
 
 import nki

@@ -1,4 +1,5 @@
 """On-chip capacity accounting: live SBUF/PSUM bytes per partition, checked per instruction."""
+
 import weakref
 
 import torch
@@ -10,22 +11,33 @@ from .errors import fail
 class Allocation:
     """Backing storage of one tensor (an ``nl.ndarray`` or a kernel argument)."""
 
-    __slots__ = ("storage", "buffer", "name", "row_bytes", "nbytes", "partition_bytes", "written",
-                 "psum_written", "index", "__weakref__")
+    __slots__ = (
+        "storage",
+        "buffer",
+        "name",
+        "row_bytes",
+        "nbytes",
+        "partition_bytes",
+        "written",
+        "psum_written",
+        "index",
+        "__weakref__",
+    )
 
     def __init__(self, storage, buffer, name, row_bytes, nbytes, partition_bytes, index):
-        self.storage = storage              # any torch tensor over the storage
+        self.storage = storage  # any torch tensor over the storage
         self.buffer = buffer
         self.name = name
-        self.row_bytes = row_bytes          # bytes per partition as laid out (on-chip)
-        self.nbytes = nbytes                # addressable extent of the storage
+        self.row_bytes = row_bytes  # bytes per partition as laid out (on-chip)
+        self.nbytes = nbytes  # addressable extent of the storage
         self.partition_bytes = partition_bytes  # footprint counted against capacity
         self.written = False
         # PSUM remembers which elements were written so nc_matmul(accumulate=None) knows
         # whether to overwrite or accumulate.
-        self.psum_written = (torch.zeros(storage.numel(), dtype=torch.bool)
-                             if buffer is buffers.psum else None)
-        self.index = index              # stable id for dependency tracking in the cost model
+        self.psum_written = (
+            torch.zeros(storage.numel(), dtype=torch.bool) if buffer is buffers.psum else None
+        )
+        self.index = index  # stable id for dependency tracking in the cost model
 
 
 class Allocator:
@@ -83,8 +95,14 @@ class Allocator:
         t = self.target
         if buffer is buffers.psum:
             bank = t.psum_bank_bytes
-            fail(op, f"PSUM capacity exceeded on {t.name}: live tiles need {used // bank} banks "
-                     f"({used} bytes per partition), {t.psum_banks} banks of {bank} bytes "
-                     "available")
-        fail(op, f"SBUF capacity exceeded on {t.name}: live tiles need {used} bytes per partition, "
-                 f"{cap} available")
+            fail(
+                op,
+                f"PSUM capacity exceeded on {t.name}: live tiles need {used // bank} banks "
+                f"({used} bytes per partition), {t.psum_banks} banks of {bank} bytes "
+                "available",
+            )
+        fail(
+            op,
+            f"SBUF capacity exceeded on {t.name}: live tiles need {used} bytes per partition, "
+            f"{cap} available",
+        )

@@ -1,4 +1,5 @@
 """Operators: one table drives ``op=`` arguments of nki.isa and the nki.language tile functions."""
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -13,13 +14,14 @@ class Op:
 
     __slots__ = ("name", "call", "binary", "unary", "reduce", "bitvec", "engine")
 
-    def __init__(self, name, call, *, binary=None, unary=None, reduce=None, bitvec=False,
-                 engine=None):
+    def __init__(
+        self, name, call, *, binary=None, unary=None, reduce=None, bitvec=False, engine=None
+    ):
         self.name = name
-        self.call = call          # binary | compare | unary | reduce
-        self.binary = binary      # f(a, b) on fp32 (or int64 for bitvec) host tensors
-        self.unary = unary        # f(a)
-        self.reduce = reduce      # f(a, dims, keepdim)
+        self.call = call  # binary | compare | unary | reduce
+        self.binary = binary  # f(a, b) on fp32 (or int64 for bitvec) host tensors
+        self.unary = unary  # f(a)
+        self.reduce = reduce  # f(a, dims, keepdim)
         self.bitvec = bitvec
         self.engine = engine or ("scalar" if call == "unary" else "vector")
 
@@ -32,14 +34,17 @@ class Op:
 
 def implement(kind):
     """Register the generic ``nl`` implementation for operators of ``kind``."""
+
     def deco(fn):
         _IMPLS[kind] = fn
         return fn
+
     return deco
 
 
 def _reducer(last):
     """Build ``reduce(x, dims, keepdim)`` from a reduction over the last dim."""
+
     def reduce(x, dims, keepdim=False):
         dims = sorted(d % x.dim() for d in dims)
         rest = [d for d in range(x.dim()) if d not in dims]
@@ -49,6 +54,7 @@ def _reducer(last):
             for d in dims:
                 y = y.unsqueeze(d)
         return y
+
     return reduce
 
 
@@ -127,16 +133,42 @@ max = Op("max", "reduce", binary=torch.maximum, reduce=_amax)  # noqa: A001 - NK
 min = Op("min", "reduce", binary=torch.minimum, reduce=_amin)  # noqa: A001 - NKI name
 mean = Op("mean", "reduce", reduce=_reducer(lambda t: t.mean(-1)))
 var = Op("var", "reduce", reduce=_reducer(lambda t: t.var(-1, unbiased=False)))
-all = Op("all", "reduce",  # noqa: A001 - NKI name
-         reduce=_reducer(lambda t: (t != 0).all(-1).to(torch.float32)))
+all = Op(
+    "all",
+    "reduce",  # noqa: A001 - NKI name
+    reduce=_reducer(lambda t: (t != 0).all(-1).to(torch.float32)),
+)
 
 # Legacy kernels pass numpy functions as operators.
-_NUMPY = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
-          np.maximum: maximum, np.minimum: minimum, np.power: power, np.exp: exp, np.log: log,
-          np.sqrt: sqrt, np.tanh: tanh, np.abs: abs, np.square: square, np.negative: negative,
-          np.sign: sign, np.sin: sin, np.cos: cos, np.reciprocal: reciprocal, np.max: max,
-          np.min: min, np.sum: sum, np.equal: equal, np.greater: greater, np.less: less,
-          np.greater_equal: greater_equal, np.less_equal: less_equal, np.not_equal: not_equal}
+_NUMPY = {
+    np.add: add,
+    np.subtract: subtract,
+    np.multiply: multiply,
+    np.divide: divide,
+    np.maximum: maximum,
+    np.minimum: minimum,
+    np.power: power,
+    np.exp: exp,
+    np.log: log,
+    np.sqrt: sqrt,
+    np.tanh: tanh,
+    np.abs: abs,
+    np.square: square,
+    np.negative: negative,
+    np.sign: sign,
+    np.sin: sin,
+    np.cos: cos,
+    np.reciprocal: reciprocal,
+    np.max: max,
+    np.min: min,
+    np.sum: sum,
+    np.equal: equal,
+    np.greater: greater,
+    np.less: less,
+    np.greater_equal: greater_equal,
+    np.less_equal: less_equal,
+    np.not_equal: not_equal,
+}
 
 
 def resolve(op, where, need=None):

@@ -1,4 +1,5 @@
 """Validation rules shared by the instructions; each failure names the rule and the sizes."""
+
 import numbers
 
 from . import buffers
@@ -24,8 +25,9 @@ def buffer(op, label, t, *allowed):
 
 def partitions(op, label, t, limit=PMAX):
     """The partition dimension of ``t`` must not exceed ``limit``."""
-    require(t.shape[0] <= limit, op,
-            f"{label} partition dimension {t.shape[0]} exceeds maximum {limit}")
+    require(
+        t.shape[0] <= limit, op, f"{label} partition dimension {t.shape[0]} exceeds maximum {limit}"
+    )
 
 
 def on_chip(op, label, t, *allowed):
@@ -38,15 +40,21 @@ def on_chip(op, label, t, *allowed):
 
 def same_partitions(op, a_label, a, b_label, b):
     """``a`` and ``b`` must use the same number of partitions."""
-    require(a.shape[0] == b.shape[0], op,
-            f"partition dimension mismatch: {a_label} has {a.shape[0]}, {b_label} has {b.shape[0]}")
+    require(
+        a.shape[0] == b.shape[0],
+        op,
+        f"partition dimension mismatch: {a_label} has {a.shape[0]}, {b_label} has {b.shape[0]}",
+    )
 
 
 def same_free(op, a_label, a, b_label, b):
     """``a`` and ``b`` must hold the same number of elements per partition."""
-    require(a.free_size == b.free_size, op,
-            f"free size mismatch: {a_label} has {a.free_size} elements per partition, "
-            f"{b_label} has {b.free_size}")
+    require(
+        a.free_size == b.free_size,
+        op,
+        f"free size mismatch: {a_label} has {a.free_size} elements per partition, "
+        f"{b_label} has {b.free_size}",
+    )
 
 
 def same_tile(op, a_label, a, b_label, b):
@@ -57,19 +65,28 @@ def same_tile(op, a_label, a, b_label, b):
 
 def not_both_psum(op, a_label, a, b_label, b):
     """Two streamed inputs cannot both come from PSUM."""
-    require(not (a.buffer is buffers.psum and b.buffer is buffers.psum), op,
-            f"{a_label} and {b_label} cannot both be in PSUM")
+    require(
+        not (a.buffer is buffers.psum and b.buffer is buffers.psum),
+        op,
+        f"{a_label} and {b_label} cannot both be in PSUM",
+    )
 
 
 def operand(op, label, v, parts):
     """A per-partition operand: a scalar or a ``(parts, 1)`` on-chip tile."""
     if isinstance(v, NkiTensor):
         on_chip(op, label, v)
-        require(v.shape[0] == parts and v.free_size == 1, op,
-                f"{label} must be a scalar or a ({parts}, 1) tile, got {v.shape}")
+        require(
+            v.shape[0] == parts and v.free_size == 1,
+            op,
+            f"{label} must be a scalar or a ({parts}, 1) tile, got {v.shape}",
+        )
     else:
-        require(isinstance(v, numbers.Number), op,
-                f"{label} must be a scalar or a tile, got {type(v).__name__}")
+        require(
+            isinstance(v, numbers.Number),
+            op,
+            f"{label} must be a scalar or a tile, got {type(v).__name__}",
+        )
     return v
 
 
@@ -89,11 +106,15 @@ def tile_pair(op, dst, first, second, scalar):
 
 def engine(op, value, *allowed):
     """``value`` must be an ``nki.isa.engine`` member from ``allowed``; raw ints are rejected."""
-    require(isinstance(value, Engine), op,
-            f"engine must be an nki.isa.engine member, got {value!r}")
+    require(
+        isinstance(value, Engine), op, f"engine must be an nki.isa.engine member, got {value!r}"
+    )
     if value is not Engine.unknown and value not in allowed:
-        fail(op, f"engine {value.name} is not supported; use one of "
-                 + ", ".join(e.name for e in allowed))
+        fail(
+            op,
+            f"engine {value.name} is not supported; use one of "
+            + ", ".join(e.name for e in allowed),
+        )
     return value
 
 

@@ -1,6 +1,7 @@
 """The cost model's implementation: engine timing per instruction, scheduling of a recorded
 trace, reports and ``nki.benchmark``.  The model and its assumptions are described in the public
 ``nki.cost_model``, which re-exports the constants below."""
+
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -8,11 +9,11 @@ from dataclasses import dataclass, field
 from . import targets
 from .jit import Kernel, Launch
 
-STATIC_CYCLES = 60          # fixed SBUF access overhead of a Vector/Scalar/GpSimd instruction
-PE_MIN_CYCLES = 64          # minimum nc_matmul issue interval
-DESCRIPTOR_BYTES = 512      # per-descriptor DMA overhead, in bytes of bandwidth
-DMA_LATENCY_NS = 1300.0     # fixed DMA completion latency
-SYNC_NS = 50.0              # cross-engine semaphore hand-off
+STATIC_CYCLES = 60  # fixed SBUF access overhead of a Vector/Scalar/GpSimd instruction
+PE_MIN_CYCLES = 64  # minimum nc_matmul issue interval
+DESCRIPTOR_BYTES = 512  # per-descriptor DMA overhead, in bytes of bandwidth
+DMA_LATENCY_NS = 1300.0  # fixed DMA completion latency
+SYNC_NS = 50.0  # cross-engine semaphore hand-off
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 LABEL = "ESTIMATE (analytical model, not measured)"
 
@@ -55,7 +56,7 @@ class _Timeline:
 def schedule(trace, target):
     """(latency ns, busy ns per engine, instructions per engine) of one instance's trace."""
     timelines = defaultdict(_Timeline)
-    ready = {}                    # alloc id -> (time data is visible, producing engine)
+    ready = {}  # alloc id -> (time data is visible, producing engine)
     last_read = defaultdict(float)
     busy = defaultdict(float)
     count = defaultdict(int)
@@ -108,11 +109,13 @@ class CostReport:
         return max(self.busy_us, key=self.busy_us.get)
 
     def __str__(self):
-        lines = [f"nki cost model: {self.label}",
-                 f"kernel {self.kernel} on {self.target}, {self.instances} SPMD instance(s), "
-                 f"one NeuronCore each",
-                 f"estimated latency: {self.latency_us:.2f} us",
-                 f"{'engine':<8}{'busy us':>10}{'util':>7}{'instrs':>8}"]
+        lines = [
+            f"nki cost model: {self.label}",
+            f"kernel {self.kernel} on {self.target}, {self.instances} SPMD instance(s), "
+            f"one NeuronCore each",
+            f"estimated latency: {self.latency_us:.2f} us",
+            f"{'engine':<8}{'busy us':>10}{'util':>7}{'instrs':>8}",
+        ]
         for e in ENGINES:
             util = self.busy_us[e] / self.latency_us if self.latency_us else 0.0
             lines.append(f"{e:<8}{self.busy_us[e]:>10.2f}{util:>7.0%}{self.instructions[e]:>8}")
@@ -121,8 +124,10 @@ class CostReport:
             tflops = self.flops / (self.latency_us * 1e6)
             work = f"matmul {self.flops / 1e9:.3f} GFLOP ({tflops:.1f} TFLOPS), " + work
         lines.append(work)
-        lines.append(f"peak on-chip use per partition: SBUF {self.peak_sbuf_bytes / 1024:.1f} KiB, "
-                     f"PSUM {self.peak_psum_bytes / 1024:.1f} KiB")
+        lines.append(
+            f"peak on-chip use per partition: SBUF {self.peak_sbuf_bytes / 1024:.1f} KiB, "
+            f"PSUM {self.peak_psum_bytes / 1024:.1f} KiB"
+        )
         return "\n".join(lines)
 
 
@@ -134,10 +139,17 @@ def report(special, name):
     count = {e: max(c[e] for _, _, c in per_instance) for e in ENGINES}
     all_ins = [ins for trace in special.traces for ins in trace]
     return CostReport(
-        kernel=name, target=target.name, instances=len(special.traces),
-        latency_us=max(lat for lat, _, _ in per_instance) / 1e3, busy_us=busy, instructions=count,
-        flops=sum(i.flops for i in all_ins), dma_bytes=sum(i.nbytes for i in all_ins),
-        peak_sbuf_bytes=special.peak_sbuf, peak_psum_bytes=special.peak_psum)
+        kernel=name,
+        target=target.name,
+        instances=len(special.traces),
+        latency_us=max(lat for lat, _, _ in per_instance) / 1e3,
+        busy_us=busy,
+        instructions=count,
+        flops=sum(i.flops for i in all_ins),
+        dma_bytes=sum(i.nbytes for i in all_ins),
+        peak_sbuf_bytes=special.peak_sbuf,
+        peak_psum_bytes=special.peak_psum,
+    )
 
 
 def _launch(kernel):
@@ -175,8 +187,9 @@ class BenchmarkKernel:
         return BenchmarkKernel(self.launch.kernel[grid], self.target)
 
     def __call__(self, *args, **kwargs):
-        self.benchmark_result = BenchmarkResult(estimate(self.launch, *args, target=self.target,
-                                                         **kwargs))
+        self.benchmark_result = BenchmarkResult(
+            estimate(self.launch, *args, target=self.target, **kwargs)
+        )
         return self.launch(*args, **kwargs)
 
 

@@ -1,4 +1,5 @@
 """NKI data types, represented by the torch dtypes that store them on the host."""
+
 import numpy as np
 import torch
 
@@ -22,8 +23,21 @@ float8_e4m3fn = torch.float8_e4m3fn
 float8_e5m2 = torch.float8_e5m2
 float8_e8m0fnu = torch.float8_e8m0fnu
 
-SUPPORTED = (bool_, int8, int16, int32, uint8, uint16, uint32, float16, bfloat16, float32,
-             float8_e4m3fn, float8_e5m2, float8_e8m0fnu)
+SUPPORTED = (
+    bool_,
+    int8,
+    int16,
+    int32,
+    uint8,
+    uint16,
+    uint32,
+    float16,
+    bfloat16,
+    float32,
+    float8_e4m3fn,
+    float8_e5m2,
+    float8_e8m0fnu,
+)
 # HBM tensors handed in from the host may also use these wider types.
 HOST_ONLY = (torch.float64, torch.int64)
 

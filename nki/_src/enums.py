@@ -1,4 +1,5 @@
 """Enumerations of the ISA API (engines, reduce commands, DMA and matmul modes)."""
+
 from enum import Enum
 
 

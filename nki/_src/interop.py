@@ -1,12 +1,15 @@
 """Kernel arguments and results across numpy, torch CPU, the neuron device and FakeTensors."""
+
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 # numpy types that only exist through ml_dtypes, moved across as raw bits.
-_BIT_TYPES = {"bfloat16": (np.uint16, torch.bfloat16),
-              "float8_e4m3fn": (np.uint8, torch.float8_e4m3fn),
-              "float8_e5m2": (np.uint8, torch.float8_e5m2)}
+_BIT_TYPES = {
+    "bfloat16": (np.uint16, torch.bfloat16),
+    "float8_e4m3fn": (np.uint8, torch.float8_e4m3fn),
+    "float8_e5m2": (np.uint8, torch.float8_e5m2),
+}
 
 
 def _host_view(t):
@@ -56,8 +59,9 @@ def to_host(x):
         return x.detach()
     if x.device.type == "neuron":
         return _host_view(x.detach())
-    raise TypeError("NKI kernels take numpy arrays, CPU or neuron tensors; "
-                    f"got a {x.device} tensor")
+    raise TypeError(
+        f"NKI kernels take numpy arrays, CPU or neuron tensors; got a {x.device} tensor"
+    )
 
 
 def to_numpy(t):

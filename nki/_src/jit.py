@@ -6,6 +6,7 @@ constant arguments, grid, target) also records the instruction trace, the output
 and which inputs were written; that *specialization* is cached and serves the cost model and
 shape inference for FakeTensors.  Nothing is compiled.
 """
+
 import functools
 import itertools
 from dataclasses import dataclass
@@ -33,16 +34,19 @@ class Specialization:
     """What the first run for one signature learned about a kernel."""
 
     target: targets.Target
-    traces: list          # per SPMD instance: list of trace.Instr
-    outputs: object       # the returned structure, with an Output per tensor
-    mutated: tuple        # numbers of the tensor arguments the kernel wrote
-    peak_sbuf: int        # bytes per partition
+    traces: list  # per SPMD instance: list of trace.Instr
+    outputs: object  # the returned structure, with an Output per tensor
+    mutated: tuple  # numbers of the tensor arguments the kernel wrote
+    peak_sbuf: int  # bytes per partition
     peak_psum: int
 
     def new_outputs(self):
         """(shape, dtype) of each tensor the kernel allocates and returns, in order."""
-        return [(o.shape, o.dtype) for o in pytree.tree_leaves(self.outputs)
-                if isinstance(o, Output) and o.arg is None]
+        return [
+            (o.shape, o.dtype)
+            for o in pytree.tree_leaves(self.outputs)
+            if isinstance(o, Output) and o.arg is None
+        ]
 
     def rebuild(self, new_tensors, tensor_args):
         """The returned structure, filled with ``new_tensors`` and the tensor arguments."""
@@ -52,6 +56,7 @@ class Specialization:
             if not isinstance(o, Output):
                 return o
             return next(fresh) if o.arg is None else tensor_args[o.arg]
+
         return pytree.tree_map(fill, self.outputs)
 
 
@@ -102,8 +107,9 @@ class Launch:
         parts = []
         for x in leaves:
             if interop.is_tensor_arg(x):
-                parts.append(("tensor", interop.shape_of(x), interop.dtype_of(x),
-                              interop.strides_of(x)))
+                parts.append(
+                    ("tensor", interop.shape_of(x), interop.dtype_of(x), interop.strides_of(x))
+                )
             else:
                 try:
                     parts.append(("const", hash(x), type(x)))
@@ -131,8 +137,9 @@ class Launch:
         special = self.specialization(args, kwargs)
         tensors = [x for x in leaves if interop.is_tensor_arg(x)]
         device = tensors[0].device
-        news = [torch.empty(shape, dtype=dtype, device=device)
-                for shape, dtype in special.new_outputs()]
+        news = [
+            torch.empty(shape, dtype=dtype, device=device) for shape, dtype in special.new_outputs()
+        ]
         return special.rebuild(news, tensors)
 
     def _run(self, leaves, spec, target):
@@ -145,23 +152,29 @@ class Launch:
         shared, traces, peaks, result, wrapped = {}, [], [0, 0], None, {}
         indices = itertools.product(*(range(g) for g in self.grid))
         for index in indices:
-            ctx = runtime.KernelContext(target, self.grid, index, shared,
-                                        recorder=[] if special is None else None)
+            ctx = runtime.KernelContext(
+                target, self.grid, index, shared, recorder=[] if special is None else None
+            )
             with runtime.running(ctx), runtime.single_threaded():
                 wrapped = {i: NkiTensor.wrap(h, arg_buffer) for i, h in hosts.items()}
                 args, kwargs = pytree.tree_unflatten(
-                    [wrapped.get(i, x) for i, x in enumerate(leaves)], spec)
+                    [wrapped.get(i, x) for i, x in enumerate(leaves)], spec
+                )
                 result = self.kernel.fn(*args, **kwargs)
             traces.append(ctx.recorder)
-            peaks = [max(peaks[0], ctx.allocator.peak[buffers.sbuf]),
-                     max(peaks[1], ctx.allocator.peak[buffers.psum])]
+            peaks = [
+                max(peaks[0], ctx.allocator.peak[buffers.sbuf]),
+                max(peaks[1], ctx.allocator.peak[buffers.psum]),
+            ]
         arg_allocs = {id(w._alloc): pos for pos, w in enumerate(wrapped.values())}
         if special is None:
             special = Specialization(
-                target, traces,
+                target,
+                traces,
                 pytree.tree_map(lambda r: _signature(r, arg_allocs), result),
                 tuple(pos for pos, w in enumerate(wrapped.values()) if w._alloc.written),
-                *peaks)
+                *peaks,
+            )
             self.kernel.specializations[key] = special
         tensor_args = [leaves[i] for i in tensor_idx]
         return pytree.tree_map(lambda r: _convert(r, arg_allocs, tensor_args), result), special

@@ -1,4 +1,5 @@
 """Per-kernel-instance execution state: target, SPMD position, allocator and trace recorder."""
+
 from contextlib import contextmanager
 
 import torch

@@ -1,5 +1,6 @@
 """Per-target hardware parameters of NKI kernels: capacities for validation, rates for the
 cost model. Platform names and aliases follow torch_neuronx/platforms.py."""
+
 from dataclasses import dataclass
 
 from torch_neuronx.platforms import PLATFORMS, resolve
@@ -11,7 +12,7 @@ KiB = 1024
 class Target:
     """One NeuronCore generation: capacities for validation, rates for the cost model."""
 
-    name: str                  # a platform of torch_neuronx/platforms.py
+    name: str  # a platform of torch_neuronx/platforms.py
     sbuf_partition_bytes: int  # physical SBUF bytes per partition
     psum_partition_bytes: int = 16 * KiB
     psum_banks: int = 8
@@ -46,8 +47,13 @@ class Target:
 TARGETS = {
     "trn1": Target("trn1", 192 * KiB),
     "trn2": Target("trn2", 224 * KiB),
-    "trn3": Target("trn3", 256 * KiB, vector_ghz=1.2, dma_queue_bytes_per_ns=33.0,
-                   scalar_16bit_double_rate=True),
+    "trn3": Target(
+        "trn3",
+        256 * KiB,
+        vector_ghz=1.2,
+        dma_queue_bytes_per_ns=33.0,
+        scalar_16bit_double_rate=True,
+    ),
 }
 
 

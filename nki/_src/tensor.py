@@ -1,4 +1,5 @@
 """NkiTensor: a strided view (shape, strides, offset) over host storage in one memory space."""
+
 import math
 import operator
 
@@ -56,11 +57,11 @@ class NkiTensor:
 
     def __init__(self, alloc, base, shape, strides, offset, origin):
         self._alloc = alloc
-        self._base = base          # torch tensor whose dtype and storage the view reads
+        self._base = base  # torch tensor whose dtype and storage the view reads
         self.shape = tuple(shape)
         self.strides = tuple(strides)
-        self._offset = offset      # absolute storage offset (torch as_strided units)
-        self._origin = origin      # absolute offset of element 0 of the storage
+        self._offset = offset  # absolute storage offset (torch as_strided units)
+        self._origin = origin  # absolute offset of element 0 of the storage
 
     # ---- creation -------------------------------------------------------------------------
     @classmethod
@@ -83,8 +84,11 @@ class NkiTensor:
             alloc = ctx.allocator.new(storage, buffer, name, row_bytes, numel * dtype.itemsize)
             if key is not None:
                 ctx.shared[key] = alloc
-        require(alloc.storage.numel() == numel and alloc.storage.dtype == dtype, op,
-                f"shared_hbm tensor {key} differs between SPMD instances")
+        require(
+            alloc.storage.numel() == numel and alloc.storage.dtype == dtype,
+            op,
+            f"shared_hbm tensor {key} differs between SPMD instances",
+        )
         return cls(alloc, alloc.storage, shape, row_major(shape), 0, 0)
 
     @classmethod
@@ -140,15 +144,18 @@ class NkiTensor:
 
     def is_contiguous(self):
         """True if the view covers its elements in dense row-major order."""
-        return all(st == rm for st, rm, s in zip(self.strides, row_major(self.shape), self.shape)
-                   if s > 1)
+        return all(
+            st == rm for st, rm, s in zip(self.strides, row_major(self.shape), self.shape) if s > 1
+        )
 
     def __len__(self):
         return self.shape[0]
 
     def __repr__(self):
-        return (f"NkiTensor(shape={self.shape}, dtype={dtypes.name(self.dtype)}, "
-                f"buffer={self.buffer!r}, strides={self.strides}, offset={self.offset})")
+        return (
+            f"NkiTensor(shape={self.shape}, dtype={dtypes.name(self.dtype)}, "
+            f"buffer={self.buffer!r}, strides={self.strides}, offset={self.offset})"
+        )
 
     # ---- views ----------------------------------------------------------------------------
     def _derive(self, v):
@@ -179,8 +186,9 @@ class NkiTensor:
             else:
                 idx = operator.index(k)
                 idx = idx + size if idx < 0 else idx
-                require(0 <= idx < size, "index",
-                        f"index {k} exceeds dimension size {size} (dim {dim})")
+                require(
+                    0 <= idx < size, "index", f"index {k} exceeds dimension size {size} (dim {dim})"
+                )
                 if on_chip and dim == 0:
                     torch_key.append(slice(idx, idx + 1))
                 else:
@@ -213,24 +221,32 @@ class NkiTensor:
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         shape = tuple(operator.index(s) for s in shape)
         if -1 not in shape:
-            require(math.prod(shape) == self.size, "reshape",
-                    f"cannot reshape {self.shape} ({self.size} elements) into {shape} "
-                    f"({math.prod(shape)} elements)")
+            require(
+                math.prod(shape) == self.size,
+                "reshape",
+                f"cannot reshape {self.shape} ({self.size} elements) into {shape} "
+                f"({math.prod(shape)} elements)",
+            )
         self._keep_partition("reshape", self.buffer.on_chip and shape[0] != self.shape[0])
         try:
             return self._derive(self.host.view(shape))
         except RuntimeError:
-            fail("reshape", f"view {self.shape} with strides {self.strides} is not contiguous "
-                            "on the reshaped dimensions; copy it first")
+            fail(
+                "reshape",
+                f"view {self.shape} with strides {self.strides} is not contiguous "
+                "on the reshaped dimensions; copy it first",
+            )
 
     def flatten_dims(self, start, end):
         """Merge dims ``start..end`` (inclusive) into one."""
-        shape = self.shape[:start] + (math.prod(self.shape[start:end + 1]),) + self.shape[end + 1:]
+        shape = (
+            self.shape[:start] + (math.prod(self.shape[start : end + 1]),) + self.shape[end + 1 :]
+        )
         return self.reshape(shape)
 
     def reshape_dim(self, dim, shape):
         """Split ``dim`` into ``shape``."""
-        return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1:])
+        return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1 :])
 
     def permute(self, *dims):
         """View with dims reordered."""
@@ -269,8 +285,9 @@ class NkiTensor:
         try:
             return self._derive(self.host.view(dtype))
         except RuntimeError as e:
-            fail("view", f"cannot reinterpret {dtypes.name(self.dtype)} as "
-                         f"{dtypes.name(dtype)}: {e}")
+            fail(
+                "view", f"cannot reinterpret {dtypes.name(self.dtype)} as {dtypes.name(dtype)}: {e}"
+            )
 
     def ap(self, pattern, offset=None, *, scalar_offset=None, vector_offset=None, indirect_dim=0):
         """Raw access pattern ``[[stride, count], ...]`` over the storage (not composable)."""
@@ -284,16 +301,23 @@ class NkiTensor:
             start += _scalar_value(scalar_offset) * strides[indirect_dim]
         if self.buffer.on_chip:
             row = self._alloc.row_bytes // self.itemsize
-            require(shape[0] <= PMAX, "ap",
-                    f"partition dimension {shape[0]} exceeds maximum {PMAX}")
-            require(shape[0] == 1 or strides[0] == row, "ap",
-                    f"partition stride {strides[0]} must equal the storage's free size {row}")
+            require(
+                shape[0] <= PMAX, "ap", f"partition dimension {shape[0]} exceeds maximum {PMAX}"
+            )
+            require(
+                shape[0] == 1 or strides[0] == row,
+                "ap",
+                f"partition stride {strides[0]} must equal the storage's free size {row}",
+            )
         extent = self._alloc.nbytes // self.itemsize
         lo = start - self._origin
         hi = lo + sum((c - 1) * s for s, c in pattern)
         require(min(strides) >= 0, "ap", "negative strides are not supported")
-        require(lo >= 0 and hi < extent, "ap",
-                f"access pattern covers elements [{lo}, {hi}], outside the storage of {extent}")
+        require(
+            lo >= 0 and hi < extent,
+            "ap",
+            f"access pattern covers elements [{lo}, {hi}], outside the storage of {extent}",
+        )
         return NkiTensor(self._alloc, self._base, shape, strides, start, self._origin)
 
     # ---- arithmetic sugar (lowered to nl elementwise ops) ---------------------------------
@@ -301,16 +325,35 @@ class NkiTensor:
         fn = getattr(alu, name)
         return fn(other, self) if reverse else fn(self, other)
 
-    def __add__(self, o): return self._binary("add", o)
-    def __radd__(self, o): return self._binary("add", o, True)
-    def __sub__(self, o): return self._binary("subtract", o)
-    def __rsub__(self, o): return self._binary("subtract", o, True)
-    def __mul__(self, o): return self._binary("multiply", o)
-    def __rmul__(self, o): return self._binary("multiply", o, True)
-    def __truediv__(self, o): return self._binary("divide", o)
-    def __rtruediv__(self, o): return self._binary("divide", o, True)
-    def __pow__(self, o): return self._binary("power", o)
-    def __neg__(self): return self._binary("multiply", -1.0)
+    def __add__(self, o):
+        return self._binary("add", o)
+
+    def __radd__(self, o):
+        return self._binary("add", o, True)
+
+    def __sub__(self, o):
+        return self._binary("subtract", o)
+
+    def __rsub__(self, o):
+        return self._binary("subtract", o, True)
+
+    def __mul__(self, o):
+        return self._binary("multiply", o)
+
+    def __rmul__(self, o):
+        return self._binary("multiply", o, True)
+
+    def __truediv__(self, o):
+        return self._binary("divide", o)
+
+    def __rtruediv__(self, o):
+        return self._binary("divide", o, True)
+
+    def __pow__(self, o):
+        return self._binary("power", o)
+
+    def __neg__(self):
+        return self._binary("multiply", -1.0)
 
     def __iadd__(self, other):
         alu.add(self, other, dst=self)
@@ -331,7 +374,7 @@ def _expand_key(key, ndim):
     if any(k is Ellipsis for k in key):
         i = next(i for i, k in enumerate(key) if k is Ellipsis)
         fill = ndim - (len(key) - 1)
-        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+        key = key[:i] + (slice(None),) * fill + key[i + 1 :]
     require(len(key) <= ndim, "index", f"{len(key)} indices for a {ndim}-D tensor")
     return key + (slice(None),) * (ndim - len(key))
 
@@ -345,8 +388,11 @@ def _check_slice(s, size, dim):
     start = start + size if start < 0 else start
     stop = stop + size if stop < 0 else stop
     require(start < stop, "index", f"empty slice [{start}:{stop}] (dim {dim})")
-    require(start >= 0 and stop <= size, "index",
-            f"index range [{start}, {stop - 1}] exceeds dimension size {size} (dim {dim})")
+    require(
+        start >= 0 and stop <= size,
+        "index",
+        f"index range [{start}, {stop - 1}] exceeds dimension size {size} (dim {dim})",
+    )
     return slice(start, stop, step)
 
 

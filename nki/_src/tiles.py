@@ -1,4 +1,5 @@
 """Host data access for instructions: read views as fp32, write results with a cast."""
+
 import torch
 
 

@@ -10,6 +10,7 @@ launcher: calls go through one generic custom op, ``nki::call``, which runs the 
 copies of its tensor arguments and returns the new outputs followed by the final values of the
 arguments the kernel wrote; the wrapper copies those back in place.
 """
+
 import ast
 import itertools
 
@@ -25,11 +26,14 @@ def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):
     Returns the ``torch.library.CustomOpDef``: call it like ``fn``, and use
     ``.register_autograd(backward, setup_context=...)`` for training.
     """
+
     def register(f):
-        op = torch.library.custom_op(name, f, mutates_args=tuple(mutates_args),
-                                     device_types=device_types, schema=schema)
+        op = torch.library.custom_op(
+            name, f, mutates_args=tuple(mutates_args), device_types=device_types, schema=schema
+        )
         op.register_fake(f)
         return op
+
     return register if fn is None else register(fn)
 
 
@@ -44,14 +48,18 @@ def _run_call(kernel_id, grid, consts, tensors):
     args, kwargs = _decode(consts, copies)
     result = launch(*args, **kwargs)
     special = launch.specialization(args, kwargs)
-    outputs = [r for r in pytree.tree_leaves(result) if isinstance(r, torch.Tensor)
-               and not any(r is c for c in copies)]
+    outputs = [
+        r
+        for r in pytree.tree_leaves(result)
+        if isinstance(r, torch.Tensor) and not any(r is c for c in copies)
+    ]
     return outputs + [copies[i] for i in special.mutated]
 
 
 @torch.library.custom_op("nki::call", mutates_args=())
-def _call(kernel_id: int, grid: list[int], consts: str,
-          tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+def _call(
+    kernel_id: int, grid: list[int], consts: str, tensors: list[torch.Tensor]
+) -> list[torch.Tensor]:
     return _run_call(kernel_id, grid, consts, tensors)
 
 
@@ -59,8 +67,9 @@ def _call(kernel_id: int, grid: list[int], consts: str,
 def _call_fake(kernel_id, grid, consts, tensors):
     special = _KERNELS[kernel_id][tuple(grid)].specialization(*_decode(consts, tensors))
     device = tensors[0].device
-    news = [torch.empty(shape, dtype=dtype, device=device)
-            for shape, dtype in special.new_outputs()]
+    news = [
+        torch.empty(shape, dtype=dtype, device=device) for shape, dtype in special.new_outputs()
+    ]
     return news + [torch.empty_like(tensors[i]) for i in special.mutated]
 
 

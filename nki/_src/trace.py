@@ -1,4 +1,5 @@
 """Issuing an instruction: capacity check, written-state update and the trace record."""
+
 from dataclasses import dataclass
 
 from . import buffers, runtime
@@ -10,19 +11,19 @@ class Instr:
     """One executed ISA instruction, as seen by the cost model."""
 
     name: str
-    engine: str          # tensor | vector | scalar | gpsimd | dma
-    reads: tuple         # allocation ids read
-    writes: tuple        # allocation ids written
+    engine: str  # tensor | vector | scalar | gpsimd | dma
+    reads: tuple  # allocation ids read
+    writes: tuple  # allocation ids written
     on_chip_writes: tuple  # subset of writes that are SBUF/PSUM (reuse hazards)
-    free: int            # elements per partition streamed by the engine
-    inputs: int          # number of streamed tile operands
-    narrow: bool         # every streamed operand is <= 2 bytes wide
-    nbytes: int = 0      # DMA: bytes moved
-    chunk: int = 0       # DMA: contiguous bytes per descriptor
-    moving: int = 0      # nc_matmul: moving free size
-    fp32: bool = False   # nc_matmul: 4-pass fp32 operands
+    free: int  # elements per partition streamed by the engine
+    inputs: int  # number of streamed tile operands
+    narrow: bool  # every streamed operand is <= 2 bytes wide
+    nbytes: int = 0  # DMA: bytes moved
+    chunk: int = 0  # DMA: contiguous bytes per descriptor
+    moving: int = 0  # nc_matmul: moving free size
+    fp32: bool = False  # nc_matmul: 4-pass fp32 operands
     double_row: bool = False
-    flops: int = 0       # nc_matmul: 2*K*M*N
+    flops: int = 0  # nc_matmul: 2*K*M*N
 
 
 def contiguous_run(t):
@@ -75,12 +76,16 @@ def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
         return
     extra = [r for r in reads if isinstance(r, NkiTensor)]
     streamed = list(srcs) or list(dsts)
-    ctx.recorder.append(Instr(
-        name=name, engine=engine,
-        reads=tuple(t._alloc.index for t in list(srcs) + extra),
-        writes=tuple(d._alloc.index for d in dsts),
-        on_chip_writes=tuple(d._alloc.index for d in dsts if d.buffer.on_chip),
-        free=free if free is not None else max(t.free_size for t in streamed),
-        inputs=len(srcs),
-        narrow=all(t.itemsize <= 2 for t in streamed),
-        **cost))
+    ctx.recorder.append(
+        Instr(
+            name=name,
+            engine=engine,
+            reads=tuple(t._alloc.index for t in list(srcs) + extra),
+            writes=tuple(d._alloc.index for d in dsts),
+            on_chip_writes=tuple(d._alloc.index for d in dsts if d.buffer.on_chip),
+            free=free if free is not None else max(t.free_size for t in streamed),
+            inputs=len(srcs),
+            narrow=all(t.itemsize <= 2 for t in streamed),
+            **cost,
+        )
+    )

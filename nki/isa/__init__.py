@@ -1,17 +1,37 @@
 """nki.isa: one function per hardware instruction; every call takes its destination first."""
-from .._src.enums import (dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode,
-                          reduce_cmd)
+
+from .._src.enums import (
+    dge_mode,
+    dma_engine,
+    engine,
+    matmul_perf_mode,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+)
 from .._src.errors import NkiValidationError
 from .._src.isa.activation import activation, activation_reduce
 from .._src.isa.dma import dma_copy, dma_transpose
-from .._src.isa.elementwise import (exponential, memset, reciprocal, scalar_tensor_tensor,
-                                    tensor_copy, tensor_copy_predicated, tensor_scalar,
-                                    tensor_tensor)
+from .._src.isa.elementwise import (
+    exponential,
+    memset,
+    reciprocal,
+    scalar_tensor_tensor,
+    tensor_copy,
+    tensor_copy_predicated,
+    tensor_scalar,
+    tensor_tensor,
+)
 from .._src.isa.gpsimd import affine_select, iota
 from .._src.isa.matmul import nc_matmul, nc_transpose
 from .._src.isa.reduce import max8, tensor_partition_reduce, tensor_reduce, tensor_scalar_reduce
-from .._src.isa.registers import (VirtualRegister, register_alloc, register_load, register_move,
-                                  register_store)
+from .._src.isa.registers import (
+    VirtualRegister,
+    register_alloc,
+    register_load,
+    register_move,
+    register_store,
+)
 from .._src.isa.scan import tensor_tensor_scan
 from .._src.isa.stats import bn_aggr, bn_stats
 from .._src.isa.version import get_nc_version
@@ -23,12 +43,46 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 __all__ = [
-    "NkiValidationError", "VirtualRegister", "activation", "activation_reduce", "affine_select",
-    "bn_aggr", "bn_stats", "dge_mode", "dma_copy", "dma_engine", "dma_transpose", "engine",
-    "exponential", "get_nc_version", "gpsimd_engine", "iota", "matmul_perf_mode", "max8",
-    "memset", "nc_matmul", "nc_transpose", "nc_version", "oob_mode", "reciprocal", "reduce_cmd",
-    "register_alloc", "register_load", "register_move", "register_store", "scalar_engine",
-    "scalar_tensor_tensor", "tensor_copy", "tensor_copy_predicated", "tensor_engine",
-    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce",
-    "tensor_tensor", "tensor_tensor_scan", "unknown_engine", "vector_engine",
+    "NkiValidationError",
+    "VirtualRegister",
+    "activation",
+    "activation_reduce",
+    "affine_select",
+    "bn_aggr",
+    "bn_stats",
+    "dge_mode",
+    "dma_copy",
+    "dma_engine",
+    "dma_transpose",
+    "engine",
+    "exponential",
+    "get_nc_version",
+    "gpsimd_engine",
+    "iota",
+    "matmul_perf_mode",
+    "max8",
+    "memset",
+    "nc_matmul",
+    "nc_transpose",
+    "nc_version",
+    "oob_mode",
+    "reciprocal",
+    "reduce_cmd",
+    "register_alloc",
+    "register_load",
+    "register_move",
+    "register_store",
+    "scalar_engine",
+    "scalar_tensor_tensor",
+    "tensor_copy",
+    "tensor_copy_predicated",
+    "tensor_engine",
+    "tensor_partition_reduce",
+    "tensor_reduce",
+    "tensor_scalar",
+    "tensor_scalar_reduce",
+    "tensor_tensor",
+    "tensor_tensor_scan",
+    "unknown_engine",
+    "vector_engine",
 ]

@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 
+import compile_checks
 import torch
 
 import torch_neuronx._dynamo as neuron_dynamo
-import compile_checks
 
 
 def run():
@@ -23,11 +23,14 @@ def run():
     ref = model(x)
     ref.sum().backward()
     ok = torch.allclose(out.cpu(), ref.cpu(), atol=1e-5) and all(
-        torch.allclose(g.cpu(), p.grad.cpu(), atol=1e-5)
-        for g, p in zip(grads, model.parameters()))
+        torch.allclose(g.cpu(), p.grad.cpu(), atol=1e-5) for g, p in zip(grads, model.parameters())
+    )
     metrics = neuron_dynamo.get_dynamo_metrics()
-    return {"ok": ok, "compile_time_s": metrics["compile_time_s"],
-            "hits": {s["kind"]: s["cache_hit"] for s in metrics["graphs"][0]["subgraphs"]}}
+    return {
+        "ok": ok,
+        "compile_time_s": metrics["compile_time_s"],
+        "hits": {s["kind"]: s["cache_hit"] for s in metrics["graphs"][0]["subgraphs"]},
+    }
 
 
 def start(cache_dir):
@@ -35,8 +38,13 @@ def start(cache_dir):
     here = os.path.dirname(os.path.abspath(__file__))
     code = f"import sys; sys.path.insert(0, {here!r}); import mlp_job; mlp_job.main()"
     env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(cache_dir)}
-    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def result(proc):

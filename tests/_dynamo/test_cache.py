@@ -5,11 +5,11 @@ import json
 import os
 import stat
 
+import mlp_job
 import pytest
 import torch._inductor.utils
 
 import torch_neuronx._dynamo as neuron_dynamo
-import mlp_job
 from torch_neuronx._dynamo import cache
 
 

@@ -1,10 +1,9 @@
 """The check that every compiler test relies on catches graphs that run eagerly."""
 
+import compile_checks
 import pytest
 import torch
 from torch._dynamo.backends.registry import lookup_backend
-
-import compile_checks
 
 
 @pytest.mark.graph_calls("none")  # the neuron backend compiles nothing here
@@ -16,7 +15,8 @@ def test_eager_forward_and_backward_of_a_graph_are_caught():
     torch.compile(lambda t: torch.relu(t) * 2, backend=backend)(x).sum().backward()
     assert [(c.part, c.eager_ops) for c in calls] == [
         ("forward", ["aten::mul.Tensor", "aten::relu"]),
-        ("backward", ["aten::mul.Tensor", "aten::threshold_backward"])]
+        ("backward", ["aten::mul.Tensor", "aten::threshold_backward"]),
+    ]
     with pytest.raises(AssertionError, match="ran eager neuron ops instead of their generated"):
         compile_checks.check_graph_calls(calls, "compiled")
     compile_checks.check_graph_calls(calls, "eager")

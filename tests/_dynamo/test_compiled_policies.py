@@ -5,9 +5,9 @@ import textwrap
 
 import pytest
 import torch
+from pyrun import run_python
 
 import torch_neuronx
-from pyrun import run_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -15,10 +15,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def run_checked(code, expected, env=None):
     """Runs `code` in a fresh interpreter, checking its compiled graphs' calls as the suite
     does in this process (compile_checks)."""
-    wrapped = (f"import sys\nsys.path.insert(0, {HERE!r})\nimport compile_checks\n"
-               "with compile_checks.logging_graph_calls() as calls:\n"
-               f"{textwrap.indent(code, '    ')}\n"
-               f"compile_checks.check_graph_calls(calls, {expected!r})\n")
+    wrapped = (
+        f"import sys\nsys.path.insert(0, {HERE!r})\nimport compile_checks\n"
+        "with compile_checks.logging_graph_calls() as calls:\n"
+        f"{textwrap.indent(code, '    ')}\n"
+        f"compile_checks.check_graph_calls(calls, {expected!r})\n"
+    )
     return run_python(wrapped, env=env, timeout=300)
 
 
@@ -63,8 +65,11 @@ def test_64bit_policy_applies_inside_compiled_graphs():
 
     big = torch.tensor([2**30], device="neuron")
     times_four = torch.compile(lambda i: i * 4, backend="neuron")
-    with pytest.raises(RuntimeError, match=r"int64 value 4294967296 from aten::mul.Tensor in a "
-                                           r"compiled graph does not fit in int32"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"int64 value 4294967296 from aten::mul.Tensor in a "
+        r"compiled graph does not fit in int32",
+    ):
         times_four(big)
     assert times_four(torch.tensor([2**20], device="neuron")).item() == 2**22
 
@@ -76,7 +81,9 @@ def test_native_64bit_policy_keeps_full_precision_when_compiled():
         "x = torch.tensor([1.0], dtype=torch.float64, device='neuron')\n"
         "y = torch.compile(lambda x: x + 1e-10, backend='neuron')(x)\n"
         "print(y.item() - 1.0 > 0, torch.equal(y, x + 1e-10))\n",
-        "compiled", env={"TORCH_NEURONX_64BIT": "native"})
+        "compiled",
+        env={"TORCH_NEURONX_64BIT": "native"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True"]
 
@@ -105,18 +112,30 @@ def test_cpu_fallback_in_compiled_graphs_warns_once_and_obeys_the_switch():
         "        run(a)\n"
         "        print('ran')\n"
         "    except RuntimeError as e:\n"
-        "        print('refused:', str(e).splitlines()[0])\n")
+        "        print('refused:', str(e).splitlines()[0])\n"
+    )
     enabled = run_checked(code, "compiled")
     assert enabled.returncode == 0, enabled.stderr
     assert enabled.stdout.split() == ["ran"] * 3
     warnings = [line for line in enabled.stderr.splitlines() if "via CPU fallback" in line]
-    assert warnings == ["torch_neuronx WARNING: Operator 'aten::linalg_inv_ex' executed via CPU "
-                        "fallback (in a compiled graph)"]
+    assert warnings == [
+        "torch_neuronx WARNING: Operator 'aten::linalg_inv_ex' executed via CPU "
+        "fallback (in a compiled graph)"
+    ]
 
     # Refused before the graph runs, as eager refuses before the op runs.
     disabled = run_checked(code, "none", env={"NEURON_FALLBACK_ENABLED": "0"})
     assert disabled.returncode == 0, disabled.stderr
     lines = disabled.stdout.splitlines()
     assert len(lines) == 3 and len(set(lines)) == 1, lines
-    assert lines[0].startswith("refused: Operator 'aten::linalg_inv_ex' has no native neuron "
-                               "implementation and the CPU fallback is disabled")
+    assert lines[0].startswith(
+        "refused: Operator 'aten::linalg_inv_ex' has no native neuron "
+        "implementation and the CPU fallback is disabled"
+    )
+
+
+def test_64bit_results_without_values_keep_eager_strides():
+    x = torch.zeros(2, 3, 0)
+    min_indices = torch.compile(lambda t: torch.min(t, 0).indices, backend="neuron", fullgraph=True)
+    out = min_indices(x.to("neuron"))
+    assert out.stride() == torch.min(x, 0).indices.stride() and out.shape == (3, 0)

@@ -10,8 +10,14 @@ transformers = pytest.importorskip("transformers")
 
 def tiny_llama():
     config = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(config).to("neuron").eval()
 

@@ -6,11 +6,11 @@ Dynamo traces differently for the two devices.
 """
 
 import torch
+from compile_checks import assert_matches, assert_same_as_inductor_on_cpu
+from tiny_gpt import TinyGPT, batches
 from torch import nn
 
 import torch_neuronx._dynamo as neuron_dynamo
-from compile_checks import assert_matches, assert_same_as_inductor_on_cpu
-from tiny_gpt import TinyGPT, batches
 
 
 def copies(make, seed=0):
@@ -56,8 +56,11 @@ def test_tiny_gpt_trains_like_eager_and_inductor_on_cpu_for_20_steps():
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.2, momentum=0.9)
     cpu_opt = torch.optim.SGD(on_cpu.parameters(), lr=0.2, momentum=0.9)
     losses, ref_losses, cpu_losses = [], [], []
-    runs = ((compiled, opt, losses, "neuron"), (ref, ref_opt, ref_losses, "neuron"),
-            (torch.compile(on_cpu, fullgraph=True), cpu_opt, cpu_losses, "cpu"))
+    runs = (
+        (compiled, opt, losses, "neuron"),
+        (ref, ref_opt, ref_losses, "neuron"),
+        (torch.compile(on_cpu, fullgraph=True), cpu_opt, cpu_losses, "cpu"),
+    )
     for x, y in batches(20, batch=4, seq=16, vocab=32):
         for m, o, log, device in runs:
             loss = m(x.to(device), y.to(device))
@@ -82,8 +85,15 @@ def test_tiny_gpt_trains_like_eager_and_inductor_on_cpu_for_20_steps():
 def test_conv_net_in_eval_mode_matches_eager_and_inductor_on_cpu():
     def convnet():
         return nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 8, 3),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(8, 5),
+        )
 
     model, ref, on_cpu = copies(convnet)
     for m in (model, ref):
@@ -168,9 +178,11 @@ def test_compiled_optimizer_step_matches_eager_and_inductor_on_cpu():
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
     # The foreach implementation is the default for neuron parameters, not for CPU ones.
     cpu_opt = torch.optim.Adam(on_cpu.parameters(), lr=1e-2, foreach=True)
-    runs = ((model, opt, torch.compile(opt.step, backend="neuron"), "neuron"),
-            (ref, ref_opt, ref_opt.step, "neuron"),
-            (on_cpu, cpu_opt, torch.compile(cpu_opt.step), "cpu"))
+    runs = (
+        (model, opt, torch.compile(opt.step, backend="neuron"), "neuron"),
+        (ref, ref_opt, ref_opt.step, "neuron"),
+        (on_cpu, cpu_opt, torch.compile(cpu_opt.step), "cpu"),
+    )
     x = torch.randn(8, 16, device="neuron")
     for _ in range(3):
         for m, o, run, device in runs:

@@ -29,7 +29,6 @@ def test_outputs_keep_layout_sharing_and_aliasing():
     assert total.device.type == "cpu"
 
 
-
 @pytest.mark.graph_calls("none")  # HostGraph called directly
 def test_results_are_pool_memory_taken_over_without_a_copy():
     made = []
@@ -51,8 +50,9 @@ def test_results_are_pool_memory_taken_over_without_a_copy():
 
 def test_compiled_saved_activations_count_as_device_memory():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(),
-                                torch.nn.Linear(1024, 1)).to("neuron")
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1)
+    ).to("neuron")
     step = torch.compile(model, backend="neuron")
     x = torch.randn(64, 256, device="neuron")
     step(x).sum().backward()
@@ -65,8 +65,9 @@ def test_compiled_saved_activations_count_as_device_memory():
 
 
 def test_compiled_random_ops_draw_from_the_neuron_generator():
-    drop = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5, training=True),
-                         backend="neuron")
+    drop = torch.compile(
+        lambda x: torch.nn.functional.dropout(x, 0.5, training=True), backend="neuron"
+    )
     x = torch.ones(4096, device="neuron")
     masks = []
     for cpu_seed in (1, 2):

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch._dynamo
 import torch._inductor.config
-
-import torch_neuronx._dynamo as neuron_dynamo
 from compile_checks import assert_matches
 from pyrun import run_python
+
+import torch_neuronx._dynamo as neuron_dynamo
 from torch_neuronx._dynamo.backend import StaticShapeError
 
 
@@ -23,7 +23,8 @@ def test_backend_resolves_by_name_through_the_entry_point():
         "import sys, torch\n"
         "print('torch_neuronx._dynamo.backend' in sys.modules, 'torch._dynamo' in sys.modules)\n"
         "from torch._dynamo.backends.registry import list_backends, lookup_backend\n"
-        "print('neuron' in list_backends(), lookup_backend('neuron').__module__)\n")
+        "print('neuron' in list_backends(), lookup_backend('neuron').__module__)\n"
+    )
     assert result.returncode == 0, result.stderr
     # import torch loads neither the backend nor Dynamo; the name alone finds the backend.
     assert result.stdout.split() == ["False", "False", "True", "torch_neuronx._dynamo.backend"]
@@ -130,8 +131,9 @@ def test_compile_failure_raises_by_default(monkeypatch, failing_compiler):
 
 @pytest.mark.graph_calls("eager")
 @pytest.mark.parametrize("env, options", [("0", None), ("1", {"fallback_execution": True})])
-def test_compile_failure_runs_eagerly_when_fallback_is_on(monkeypatch, failing_compiler, env,
-                                                          options):
+def test_compile_failure_runs_eagerly_when_fallback_is_on(
+    monkeypatch, failing_compiler, env, options
+):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", env)
     x = torch.randn(3, device="neuron")
     with pytest.warns(UserWarning, match="runs it eagerly"):
@@ -164,8 +166,10 @@ def test_debug_dir_keeps_graphs_and_code_only_when_asked(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     torch.compile(scale_shift, backend="neuron", options={"model_name": "kept"})(x)
     # <model>_<compile id>_<graph>_<time>_<pid>.fx.txt
-    graphs = [re.fullmatch(r"kept_\d+_\d+_([a-z]+)_[\d-]+_\d+\.fx\.txt", p.name)
-              for p in (tmp_path / "fx_graphs" / "proc_0").iterdir()]
+    graphs = [
+        re.fullmatch(r"kept_\d+_\d+_([a-z]+)_[\d-]+_\d+\.fx\.txt", p.name)
+        for p in (tmp_path / "fx_graphs" / "proc_0").iterdir()
+    ]
     assert sorted(g.group(1) for g in graphs) == ["backward", "dynamo", "forward"]
     code = list((tmp_path / "generated" / "proc_0").glob("kept_*_forward_*.py"))
     assert len(code) == 1 and "cpp_fused" in code[0].read_text()

@@ -83,16 +83,25 @@ def premul_sum_reference(collective, factor):
     return reference
 
 
-def check_every_op(ctx, collective, make_args, rank=None):
+def versus_gloo_with_every_op(ctx, collective, make_args, rank=None):
     """collective(*args, op=, group=) with every ReduceOp against gloo on CPU tensors."""
     for dtype, ops in ((torch.float32, FLOAT_OPS), (torch.int64, INTEGER_OPS)):
         for op in ops:
             versus_gloo(ctx, partial(collective, op=op), *make_args(dtype), rank=rank)
-        versus_gloo(ctx, partial(collective, op=R.AVG), *make_args(dtype),
-                    reference=sum_then_divide(collective), rank=rank)
-    versus_gloo(ctx, partial(collective, op=dist._make_nccl_premul_sum(0.25)),
-                *make_args(torch.float32), reference=premul_sum_reference(collective, 0.25),
-                rank=rank)
+        versus_gloo(
+            ctx,
+            partial(collective, op=R.AVG),
+            *make_args(dtype),
+            reference=sum_then_divide(collective),
+            rank=rank,
+        )
+    versus_gloo(
+        ctx,
+        partial(collective, op=dist._make_nccl_premul_sum(0.25)),
+        *make_args(torch.float32),
+        reference=premul_sum_reference(collective, 0.25),
+        rank=rank,
+    )
 
 
 def check_all_reduce(ctx):
@@ -109,7 +118,9 @@ def check_all_reduce(ctx):
 def check_all_reduce_avg(ctx):
     for dtype in (torch.float32, torch.int64):
         versus_gloo(
-            ctx, lambda t, group: dist.all_reduce(t, R.AVG, group), inputs(ctx, (40, 3), dtype),
+            ctx,
+            lambda t, group: dist.all_reduce(t, R.AVG, group),
+            inputs(ctx, (40, 3), dtype),
             reference=sum_then_divide(lambda t, op, group: dist.all_reduce(t, op, group)),
         )
 
@@ -120,13 +131,17 @@ def check_all_reduce_premul_sum(ctx):
         dist.all_reduce(t, R.SUM, group)
 
     versus_gloo(
-        ctx, lambda t, group: dist.all_reduce(t, dist._make_nccl_premul_sum(0.25), group),
-        inputs(ctx, (40, 3)), reference=reference,
+        ctx,
+        lambda t, group: dist.all_reduce(t, dist._make_nccl_premul_sum(0.25), group),
+        inputs(ctx, (40, 3)),
+        reference=reference,
     )
     factor = torch.tensor(0.25, device=ctx.device)
     versus_gloo(
-        ctx, lambda t, group: dist.all_reduce(t, dist._make_nccl_premul_sum(factor), group),
-        inputs(ctx, (40, 3)), reference=reference,
+        ctx,
+        lambda t, group: dist.all_reduce(t, dist._make_nccl_premul_sum(factor), group),
+        inputs(ctx, (40, 3)),
+        reference=reference,
     )
 
 
@@ -153,8 +168,10 @@ def check_all_reduce_coalesced(ctx):
 
 def check_all_gather(ctx):
     versus_gloo(
-        ctx, lambda out, t, group: dist.all_gather(out, t, group),
-        [torch.zeros(5, 3) for _ in range(ctx.world)], inputs(ctx, (5, 3)),
+        ctx,
+        lambda out, t, group: dist.all_gather(out, t, group),
+        [torch.zeros(5, 3) for _ in range(ctx.world)],
+        inputs(ctx, (5, 3)),
     )
 
 
@@ -172,8 +189,12 @@ def check_allgather_into_tensor_coalesced(ctx):
             dist.all_gather_into_tensor(out2, in2, group)
 
     versus_gloo(
-        ctx, coalesced, torch.zeros(ctx.world * 4), torch.zeros(ctx.world * 3, 2),
-        inputs(ctx, (4,)), inputs(ctx, (3, 2), salt=1),
+        ctx,
+        coalesced,
+        torch.zeros(ctx.world * 4),
+        torch.zeros(ctx.world * 3, 2),
+        inputs(ctx, (4,)),
+        inputs(ctx, (3, 2), salt=1),
     )
 
 
@@ -199,9 +220,14 @@ def check_whole_group_tensor_layouts(ctx):
 
 
 def check_reduce_scatter(ctx):
-    check_every_op(ctx, dist.reduce_scatter, lambda dtype: (
-        torch.zeros(6, 2, dtype=dtype),
-        [inputs(ctx, (6, 2), dtype, salt=i) for i in range(ctx.world)]))
+    versus_gloo_with_every_op(
+        ctx,
+        dist.reduce_scatter,
+        lambda dtype: (
+            torch.zeros(6, 2, dtype=dtype),
+            [inputs(ctx, (6, 2), dtype, salt=i) for i in range(ctx.world)],
+        ),
+    )
 
 
 def check_reduce_scatter_tensor(ctx):
@@ -237,15 +263,20 @@ def check_reduce_scatter_tensor_coalesced(ctx):
         for out, t in ((out1, in1), (out2, in2)):
             sum_then_divide(dist.reduce_scatter_tensor)(out, t, group=group)
 
-    args = (torch.zeros(4), torch.zeros(2, 3),
-            inputs(ctx, (ctx.world * 4,)), inputs(ctx, (ctx.world * 2, 3), salt=1))
+    args = (
+        torch.zeros(4),
+        torch.zeros(2, 3),
+        inputs(ctx, (ctx.world * 4,)),
+        inputs(ctx, (ctx.world * 2, 3), salt=1),
+    )
     versus_gloo(ctx, coalesced(R.SUM), *args)
     versus_gloo(ctx, coalesced(R.AVG), *args, reference=avg_reference)
 
 
 def check_all_to_all(ctx):
     versus_gloo(
-        ctx, lambda outs, ins, group: dist.all_to_all(outs, ins, group),
+        ctx,
+        lambda outs, ins, group: dist.all_to_all(outs, ins, group),
         [torch.zeros(3, 2) for _ in range(ctx.world)],
         [inputs(ctx, (3, 2), salt=i) for i in range(ctx.world)],
     )
@@ -253,15 +284,19 @@ def check_all_to_all(ctx):
 
 def check_all_to_all_single(ctx):
     versus_gloo(
-        ctx, lambda out, t, group: dist.all_to_all_single(out, t, group=group),
-        torch.zeros(ctx.world * 2, 3), inputs(ctx, (ctx.world * 2, 3)),
+        ctx,
+        lambda out, t, group: dist.all_to_all_single(out, t, group=group),
+        torch.zeros(ctx.world * 2, 3),
+        inputs(ctx, (ctx.world * 2, 3)),
     )
     # Uneven: rank r sends j + 1 rows to rank j, so it receives r + 1 rows from everyone.
     send = [j + 1 for j in range(ctx.world)]
     recv = [ctx.rank + 1] * ctx.world
     versus_gloo(
-        ctx, lambda out, t, group: dist.all_to_all_single(out, t, recv, send, group=group),
-        torch.zeros(sum(recv), 2), inputs(ctx, (sum(send), 2)),
+        ctx,
+        lambda out, t, group: dist.all_to_all_single(out, t, recv, send, group=group),
+        torch.zeros(sum(recv), 2),
+        inputs(ctx, (sum(send), 2)),
     )
 
 
@@ -273,8 +308,12 @@ def check_broadcast(ctx):
 def check_reduce(ctx):
     root = ctx.world - 1
     # Only the root's result is defined.
-    check_every_op(ctx, lambda t, op, group: dist.reduce(t, root, op, group),
-                   lambda dtype: (inputs(ctx, (9, 2), dtype),), rank=root)
+    versus_gloo_with_every_op(
+        ctx,
+        lambda t, op, group: dist.reduce(t, root, op, group),
+        lambda dtype: (inputs(ctx, (9, 2), dtype),),
+        rank=root,
+    )
 
 
 def check_gather(ctx):
@@ -303,8 +342,10 @@ def check_barrier(ctx):
 def ring(send, recv, group):
     """Every rank sends to the next one and receives from the previous one."""
     rank, world = dist.get_rank(group), group.size()
-    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world, group),
-           dist.P2POp(dist.irecv, recv, (rank - 1) % world, group)]
+    ops = [
+        dist.P2POp(dist.isend, send, (rank + 1) % world, group),
+        dist.P2POp(dist.irecv, recv, (rank - 1) % world, group),
+    ]
     for work in dist.batch_isend_irecv(ops):
         work.wait()
 
@@ -362,8 +403,10 @@ def check_async_work_and_futures(ctx):
     peer = ctx.rank ^ 1
     if peer < ctx.world:
         buf = torch.zeros(3, device=ctx.device)
-        works = [dist.isend(torch.full((3,), float(ctx.rank), device=ctx.device), peer),
-                 dist.irecv(buf, peer)]
+        works = [
+            dist.isend(torch.full((3,), float(ctx.rank), device=ctx.device), peer),
+            dist.irecv(buf, peer),
+        ]
         assert works[1].get_future().wait()[0] is buf
         works[0].wait()
         assert torch.equal(buf.cpu(), torch.full((3,), float(peer)))

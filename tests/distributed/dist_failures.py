@@ -45,7 +45,9 @@ def missing_peer(rank, world, timeout):
         # Stay alive until the others have given up on this rank.
         store.wait([f"gave_up/{r}" for r in range(world - 1)], datetime.timedelta(seconds=60))
         return None
-    results = [attempt(lambda: dist.all_reduce(t)),
-               attempt(lambda: dist.recv(t, src=world - 1, group=p2p))]
+    results = [
+        attempt(lambda: dist.all_reduce(t)),
+        attempt(lambda: dist.recv(t, src=world - 1, group=p2p)),
+    ]
     store.set(f"gave_up/{rank}", "1")
     return results

@@ -25,8 +25,12 @@ def free_port():
 def rank_env(rank, world, port):
     """The variables torchrun would set for `rank`, plus loopback-only gloo."""
     return {
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-        "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "GLOO_SOCKET_IFNAME": "lo",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "GLOO_SOCKET_IFNAME": "lo",
     }
 
 
@@ -56,8 +60,10 @@ def spawn(fn, world, *args, timeout=120):
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         outs = [os.path.join(tmp, f"rank{r}.pkl") for r in range(world)]
-        procs = [ctx.Process(target=_entry, args=(fn, r, world, port, outs[r], args))
-                 for r in range(world)]
+        procs = [
+            ctx.Process(target=_entry, args=(fn, r, world, port, outs[r], args))
+            for r in range(world)
+        ]
         for p in procs:
             p.start()
         deadline = time.monotonic() + timeout

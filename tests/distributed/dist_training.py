@@ -108,8 +108,11 @@ def check_fsdp2_compiled_blocks(ctx):
         runs.append((losses, grads))
     (eager_losses, eager_grads), (losses, grads) = runs
     assert max(abs(a - b) for a, b in zip(losses, eager_losses)) <= 1e-5, (losses, eager_losses)
-    worst = max((g - e).abs().max().item()
-                for step, eager_step in zip(grads, eager_grads) for g, e in zip(step, eager_step))
+    worst = max(
+        (g - e).abs().max().item()
+        for step, eager_step in zip(grads, eager_grads)
+        for g, e in zip(step, eager_step)
+    )
     assert worst <= 1e-5, f"gradients of compiled blocks differ from eager by {worst}"
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0
 
@@ -161,7 +164,8 @@ def tensor_parallel_plan(model, sequence_parallel):
         for name in ("attn.o", "mlp.down"):
             plan[f"{b}.{name}"] = (
                 RowwiseParallel(output_layouts=seq, use_local_output=False)
-                if sequence_parallel else RowwiseParallel()
+                if sequence_parallel
+                else RowwiseParallel()
             )
         if sequence_parallel:
             plan[b] = PrepareModuleInput(
@@ -171,7 +175,8 @@ def tensor_parallel_plan(model, sequence_parallel):
                 plan[f"{b}.{name}"] = SequenceParallel()
             for name in ("attn", "mlp"):
                 plan[f"{b}.{name}"] = PrepareModuleInput(
-                    input_layouts=(seq,), desired_input_layouts=(Replicate(),))
+                    input_layouts=(seq,), desired_input_layouts=(Replicate(),)
+                )
     return plan
 
 
@@ -183,8 +188,13 @@ def tensor_parallel(ctx, sequence_parallel):
     parallelize_module(model, mesh, tensor_parallel_plan(model, sequence_parallel))
     if sequence_parallel:
         for block in model.blocks.values():
-            parallelize_module(block, mesh, PrepareModuleOutput(
-                output_layouts=(Shard(1),), desired_output_layouts=(Replicate(),)))
+            parallelize_module(
+                block,
+                mesh,
+                PrepareModuleOutput(
+                    output_layouts=(Shard(1),), desired_output_layouts=(Replicate(),)
+                ),
+            )
     q = model.blocks["0"].attn.q.weight
     assert q.placements == (Shard(0),) and q.to_local().shape[0] == q.shape[0] // ctx.world
     # Plain and DTensor parameters cannot share one foreach kernel.
@@ -240,8 +250,9 @@ def check_pipeline_two_stages(ctx):
                 assert len(losses) == microbatches
             opt.step()
         expected = reference()
-        diff = max((v.cpu() - expected[k]).abs().max().item()
-                   for k, v in model.state_dict().items())
+        diff = max(
+            (v.cpu() - expected[k]).abs().max().item() for k, v in model.state_dict().items()
+        )
         assert diff <= 1e-5, (schedule.__name__, diff)
 
 

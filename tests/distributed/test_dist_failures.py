@@ -1,9 +1,8 @@
 """When a rank dies or never arrives, the others fail within the timeout, naming the collective
 and the rank, and every process exits: nothing hangs."""
 
-from dist_harness import spawn
-
 import dist_failures
+from dist_harness import spawn
 
 
 def test_dead_rank_fails_the_others_fast():

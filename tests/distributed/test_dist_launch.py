@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import torch
-
 from dist_harness import EXAMPLES, free_port
 
 from torch_neuronx.distributed import bind_local_core
@@ -42,13 +41,23 @@ print("ok")
 
 def launch(args, env=None, timeout=120):
     full_env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", **(env or {}))
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 def torchrun(nprocs, script_args, env=None):
-    return launch(["-m", "torch.distributed.run", f"--nproc-per-node={nprocs}",
-                   "--master-addr=127.0.0.1", f"--master-port={free_port()}", *script_args], env)
+    return launch(
+        [
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={nprocs}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={free_port()}",
+            *script_args,
+        ],
+        env,
+    )
 
 
 def test_import_torch_registers_backend_and_bare_init_picks_it():
@@ -79,8 +88,7 @@ def test_torchrun_fsdp2_example():
     for flags in ((), ("--bf16",)):
         done = torchrun(2, [os.path.join(EXAMPLES, "train_fsdp2.py"), "--steps", "3", *flags])
         assert done.returncode == 0, done.stderr
-        losses[flags] = [float(v) for v in re.findall(r"^step \d+: loss (\S+)$", done.stdout,
-                                                     re.M)]
+        losses[flags] = [float(v) for v in re.findall(r"^step \d+: loss (\S+)$", done.stdout, re.M)]
         assert len(losses[flags]) == 3, done.stdout
         for rank in range(2):
             assert f"rank {rank} of 2 trained on neuron:{rank}" in done.stdout

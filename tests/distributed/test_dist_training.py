@@ -2,20 +2,27 @@
 compared with one CPU process; DTensor random ops; a DCP round trip and a 2 -> 4 reshard."""
 
 import pytest
-
 from dist_harness import run_suite
 
 BOTH = [
-    "check_ddp", "check_fsdp2", "check_fsdp2_mixed_precision", "check_fsdp2_cpu_offload",
-    "check_tensor_parallel", "check_sequence_parallel", "check_dtensor_random_ops",
+    "check_ddp",
+    "check_fsdp2",
+    "check_fsdp2_mixed_precision",
+    "check_fsdp2_cpu_offload",
+    "check_tensor_parallel",
+    "check_sequence_parallel",
+    "check_dtensor_random_ops",
 ]
-TWO = BOTH + ["check_pipeline_two_stages", "check_dcp_save_and_round_trip",
-             "check_fsdp2_compiled_blocks"]
+TWO = BOTH + [
+    "check_pipeline_two_stages",
+    "check_dcp_save_and_round_trip",
+    "check_fsdp2_compiled_blocks",
+]
 FOUR = BOTH + ["check_fsdp2_and_tensor_parallel_on_2d_mesh", "check_dcp_reshard_from_two_ranks"]
 
 
 def ids(checks):
-    return [c[len("check_"):] for c in checks]
+    return [c[len("check_") :] for c in checks]
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,10 @@ def test_float16_autocast_and_disabled_region():
 
 def test_bce_is_banned_like_cuda():
     p = torch.rand(4, device="neuron")
-    with torch.autocast("neuron", dtype=torch.float16), pytest.raises(RuntimeError,
-                                                                       match="unsafe to autocast"):
+    with (
+        torch.autocast("neuron", dtype=torch.float16),
+        pytest.raises(RuntimeError, match="unsafe to autocast"),
+    ):
         nn.functional.binary_cross_entropy(p, p)
 
 
@@ -59,11 +61,14 @@ def _scaler_run(device, inf_step=None):
     return [p.detach().cpu() for p in model.parameters()], history
 
 
-@pytest.mark.parametrize("inf_step, history", [
-    (None, [(False, 65536.0)] * 3),
-    # An inf gradient skips that step and halves the scale (backoff_factor 0.5).
-    (1, [(False, 65536.0), (True, 32768.0), (False, 32768.0)]),
-])
+@pytest.mark.parametrize(
+    "inf_step, history",
+    [
+        (None, [(False, 65536.0)] * 3),
+        # An inf gradient skips that step and halves the scale (backoff_factor 0.5).
+        (1, [(False, 65536.0), (True, 32768.0), (False, 32768.0)]),
+    ],
+)
 def test_grad_scaler_training_matches_cpu(inf_step, history):
     neuron_params, neuron_history = _scaler_run("neuron", inf_step)
     cpu_params, cpu_history = _scaler_run("cpu", inf_step)

@@ -2,7 +2,6 @@ import os
 
 import pytest
 import torch
-
 from pyrun import run_python
 
 
@@ -25,42 +24,52 @@ def test_trn3_override():
     out = run_python(
         "import torch; p = torch.neuron.get_device_properties(0);"
         "print(p.name, p.total_memory, torch.neuron.device_count())",
-        env={"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"})
+        env={"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"},
+    )
     assert out.stdout.split() == ["trn3", str(36 * 2**30), "4"], out.stderr
 
 
 @pytest.mark.parametrize("platform, gib", [("trn2", 12), ("trn3", 18)])
 def test_logical_core_size_one(platform, gib):
     # LNC=1: the chip's 8 physical cores are 8 logical ones, each with an eighth of its HBM.
-    code = ("import torch\n"
-            "p = torch.neuron.get_device_properties(7)\n"
-            "print(torch.neuron.device_count(), p.physical_core, p.total_memory)\n"
-            "try:\n"
-            f"    torch.empty({gib} * 2**30 + 1, dtype=torch.uint8, device='neuron:7')\n"
-            "except torch.OutOfMemoryError:\n"
-            "    print('out of memory')\n")
-    out = run_python(code, env={"NEURON_LOGICAL_NC_CONFIG": "1",
-                                "NEURON_PLATFORM_TARGET_OVERRIDE": platform})
+    code = (
+        "import torch\n"
+        "p = torch.neuron.get_device_properties(7)\n"
+        "print(torch.neuron.device_count(), p.physical_core, p.total_memory)\n"
+        "try:\n"
+        f"    torch.empty({gib} * 2**30 + 1, dtype=torch.uint8, device='neuron:7')\n"
+        "except torch.OutOfMemoryError:\n"
+        "    print('out of memory')\n"
+    )
+    out = run_python(
+        code, env={"NEURON_LOGICAL_NC_CONFIG": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": platform}
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == [f"8 7 {gib * 2**30}", "out of memory"]
 
 
-@pytest.mark.parametrize("env, count, core", [
-    ({"NEURON_RT_VISIBLE_CORES": "0-1"}, 2, 0),
-    ({"NEURON_RT_VISIBLE_CORES": "2"}, 1, 2),
-    ({"NEURON_RT_VISIBLE_CORES": "1,3"}, 2, 1),
-    ({"NEURON_RT_NUM_CORES": "3"}, 3, 0),
-])
+@pytest.mark.parametrize(
+    "env, count, core",
+    [
+        ({"NEURON_RT_VISIBLE_CORES": "0-1"}, 2, 0),
+        ({"NEURON_RT_VISIBLE_CORES": "2"}, 1, 2),
+        ({"NEURON_RT_VISIBLE_CORES": "1,3"}, 2, 1),
+        ({"NEURON_RT_NUM_CORES": "3"}, 3, 0),
+    ],
+)
 def test_visible_cores(env, count, core):
     out = run_python(
         "import torch; print(torch.neuron.device_count(),"
-        " torch.neuron.get_device_properties(0).physical_core)", env=env)
+        " torch.neuron.get_device_properties(0).physical_core)",
+        env=env,
+    )
     assert out.stdout.split() == [str(count), str(core)], out.stderr
 
 
 def test_bad_core_environment_is_a_clear_error():
-    out = run_python("import torch; torch.neuron.device_count()",
-                     env={"NEURON_RT_VISIBLE_CORES": "7"})
+    out = run_python(
+        "import torch; torch.neuron.device_count()", env={"NEURON_RT_VISIBLE_CORES": "7"}
+    )
     assert out.returncode != 0
     assert "NEURON_RT_VISIBLE_CORES='7' names core 7" in out.stderr
 
@@ -128,8 +137,9 @@ def test_generated_methods():
 def test_autoload_and_opt_out():
     on = run_python("import torch; print(torch.accelerator.current_accelerator())")
     assert on.stdout.strip() == "neuron", on.stderr
-    off = run_python("import torch; print(hasattr(torch, 'neuron'))",
-                     env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    off = run_python(
+        "import torch; print(hasattr(torch, 'neuron'))", env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    )
     assert off.stdout.strip() == "False", off.stderr
 
 

@@ -9,9 +9,17 @@ def test_stats_follow_allocations():
     assert torch.neuron.memory_allocated() == base + 4 * (1 << 20)
     assert torch.neuron.memory_reserved() >= torch.neuron.memory_allocated()
     stats = torch.neuron.memory_stats()
-    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-                "active_bytes.all.peak", "allocation.all.current", "num_alloc_retries", "num_ooms",
-                "requested_bytes.all.current", "segment.large_pool.current"):
+    for key in (
+        "allocated_bytes.all.current",
+        "allocated_bytes.all.peak",
+        "reserved_bytes.all.current",
+        "active_bytes.all.peak",
+        "allocation.all.current",
+        "num_alloc_retries",
+        "num_ooms",
+        "requested_bytes.all.current",
+        "segment.large_pool.current",
+    ):
         assert key in stats
     del x
     assert torch.neuron.memory_allocated() == base

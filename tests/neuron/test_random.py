@@ -69,7 +69,7 @@ def test_seed_functions():
     assert torch.neuron.initial_seed() == 42
 
 
-@pytest.mark.parametrize("seed", [2**63, 2**64 - 1, -1, -2**63, 7])
+@pytest.mark.parametrize("seed", [2**63, 2**64 - 1, -1, -(2**63), 7])
 def test_every_seed_torch_takes(seed):
     # torch takes any int from -2**63 to 2**64 - 1 (negative ones wrap), and torch.seed() draws
     # from the whole uint64 range; seeding torch seeds every neuron core.
@@ -87,6 +87,6 @@ def test_random_seeds_and_torch_errors_for_the_rest():
     for _ in range(64):  # half of the draws are >= 2**63
         assert torch.seed() == torch.neuron.initial_seed()
     assert 0 <= torch.neuron.seed() < 2**64
-    for seed in (2**64, -2**63 - 1):
+    for seed in (2**64, -(2**63) - 1):
         with pytest.raises(ValueError, match="Overflow"):
             torch.manual_seed(seed)

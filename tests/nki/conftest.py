@@ -1,4 +1,5 @@
 """Shared fixtures for the nki tests: example imports and target selection."""
+
 import os
 import sys
 
@@ -11,8 +12,10 @@ sys.path.insert(0, os.path.abspath(EXAMPLES))
 @pytest.fixture(autouse=True)
 def target(monkeypatch):
     """trn2 unless a test selects another platform target with ``target("trn3")``."""
+
     def select(name):
         monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", name)
+
     select("trn2")
     return select
 

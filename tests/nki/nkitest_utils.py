@@ -1,23 +1,29 @@
 """Helpers shared by the nki tests."""
+
 import pytest
 import torch
 
 
 def neuron_available():
     """True once the torch_neuronx device runtime provides the neuron device and as_cpu."""
-    return (hasattr(torch, "neuron") and torch.neuron.is_available()
-            and hasattr(torch.ops.neuron, "as_cpu"))
+    return (
+        hasattr(torch, "neuron")
+        and torch.neuron.is_available()
+        and hasattr(torch.ops.neuron, "as_cpu")
+    )
 
 
 def neuron_backend_available():
     """True once torch.compile(backend="neuron") is registered as well."""
     import torch._dynamo
+
     return neuron_available() and "neuron" in torch._dynamo.list_backends(exclude_tags=())
 
 
 requires_neuron = pytest.mark.skipif(not neuron_available(), reason="neuron device not available")
-requires_neuron_backend = pytest.mark.skipif(not neuron_backend_available(),
-                                             reason='torch.compile backend "neuron" not available')
+requires_neuron_backend = pytest.mark.skipif(
+    not neuron_backend_available(), reason='torch.compile backend "neuron" not available'
+)
 
 
 def assert_matches(actual, expected):

@@ -1,4 +1,5 @@
 """The analytical cost model: labelled estimates, per-engine breakdown, target differences."""
+
 import numpy as np
 import pytest
 import torch
@@ -34,8 +35,11 @@ def copy_columns(x):
 
 
 def test_report_is_labelled_and_breaks_down_engines():
-    rep = nki.estimate(one_matmul, torch.randn(128, 128, dtype=torch.bfloat16),
-                       torch.randn(128, 512, dtype=torch.bfloat16))
+    rep = nki.estimate(
+        one_matmul,
+        torch.randn(128, 128, dtype=torch.bfloat16),
+        torch.randn(128, 512, dtype=torch.bfloat16),
+    )
     text = str(rep)
     assert "ESTIMATE (analytical model, not measured)" in text
     for engine in cost_model.ENGINES:
@@ -49,15 +53,21 @@ def test_report_is_labelled_and_breaks_down_engines():
 
 
 def test_fp32_matmul_takes_four_passes():
-    bf = nki.estimate(one_matmul, torch.randn(128, 128, dtype=torch.bfloat16),
-                      torch.randn(128, 512, dtype=torch.bfloat16))
+    bf = nki.estimate(
+        one_matmul,
+        torch.randn(128, 128, dtype=torch.bfloat16),
+        torch.randn(128, 512, dtype=torch.bfloat16),
+    )
     fp = nki.estimate(one_matmul, torch.randn(128, 128), torch.randn(128, 512))
     assert fp.busy_us["tensor"] == pytest.approx(4 * bf.busy_us["tensor"])
 
 
 def test_small_matmuls_pay_the_minimum_issue_interval():
-    rep = nki.estimate(one_matmul, torch.randn(128, 128, dtype=torch.bfloat16),
-                       torch.randn(128, 16, dtype=torch.bfloat16))
+    rep = nki.estimate(
+        one_matmul,
+        torch.randn(128, 128, dtype=torch.bfloat16),
+        torch.randn(128, 16, dtype=torch.bfloat16),
+    )
     assert rep.busy_us["tensor"] == pytest.approx(8 * 64 / 2.4 / 1e3)
 
 
@@ -81,8 +91,8 @@ def test_engines_overlap_in_the_schedule():
     def pipelined(x):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(x.shape[0] // 128):
-            t = nl.load(x[i * 128:(i + 1) * 128])
-            nl.store(out[i * 128:(i + 1) * 128], nl.exp(t))
+            t = nl.load(x[i * 128 : (i + 1) * 128])
+            nl.store(out[i * 128 : (i + 1) * 128], nl.exp(t))
         return out
 
     rep = nki.estimate(pipelined, torch.randn(1024, 512))
@@ -96,7 +106,7 @@ def test_spmd_instances_run_in_parallel():
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         rows = x.shape[0] // nl.num_programs()
         lo = nl.program_id(0) * rows
-        nl.store(out[lo:lo + rows], nl.exp(nl.load(x[lo:lo + rows])))
+        nl.store(out[lo : lo + rows], nl.exp(nl.load(x[lo : lo + rows])))
         return out
 
     x = torch.randn(256, 512)

@@ -1,16 +1,16 @@
 """Every example kernel against its torch reference (fp32 1e-5, bf16 1e-2), and training."""
-import copy
 
-import pytest
-import torch
-from nkitest_utils import assert_matches, requires_neuron, requires_neuron_backend
+import copy
 
 import flash_attention
 import layernorm
 import matmul
+import pytest
 import rmsnorm
 import softmax
 import tensor_add
+import torch
+from nkitest_utils import assert_matches, requires_neuron, requires_neuron_backend
 
 DTYPES = [torch.float32, torch.bfloat16]
 
@@ -58,8 +58,9 @@ def test_softmax(dtype):
 def test_layernorm_with_bn_stats(dtype):
     x = (torch.randn(150, 1100) * 2 + 1).to(dtype)
     gamma, beta = torch.randn(1100, dtype=dtype), torch.randn(1100, dtype=dtype)
-    assert_matches(layernorm.layernorm(x, gamma, beta, 1e-5),
-                   layernorm.reference(x, gamma, beta, 1e-5))
+    assert_matches(
+        layernorm.layernorm(x, gamma, beta, 1e-5), layernorm.reference(x, gamma, beta, 1e-5)
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -102,8 +103,9 @@ def _train(model, data, target, steps, compiled, backend="aot_eager"):
 
 
 def _rmsnorm_model(use_nki):
-    return torch.nn.Sequential(torch.nn.Linear(64, 128), rmsnorm.RMSNorm(128, use_nki=use_nki),
-                               torch.nn.Linear(128, 16))
+    return torch.nn.Sequential(
+        torch.nn.Linear(64, 128), rmsnorm.RMSNorm(128, use_nki=use_nki), torch.nn.Linear(128, 16)
+    )
 
 
 def _check_training(make_model, data, target, compiled, device="cpu", backend="aot_eager"):
@@ -134,17 +136,25 @@ def test_flash_attention_model_trains_like_torch(compiled):
 
 @requires_neuron
 def test_rmsnorm_model_trains_on_neuron_eager():
-    _check_training(_rmsnorm_model, torch.randn(4, 40, 64), torch.randn(4, 40, 16), False,
-                    device="neuron")
+    _check_training(
+        _rmsnorm_model, torch.randn(4, 40, 64), torch.randn(4, 40, 16), False, device="neuron"
+    )
 
 
 @requires_neuron_backend
 def test_rmsnorm_model_trains_on_neuron_compiled():
-    _check_training(_rmsnorm_model, torch.randn(4, 40, 64), torch.randn(4, 40, 16), True,
-                    device="neuron", backend="neuron")
+    _check_training(
+        _rmsnorm_model,
+        torch.randn(4, 40, 64),
+        torch.randn(4, 40, 16),
+        True,
+        device="neuron",
+        backend="neuron",
+    )
 
 
 @requires_neuron
 def test_flash_attention_model_trains_on_neuron():
-    _check_training(_attention_model, torch.randn(1, 256, 64), torch.randn(1, 256, 64), False,
-                    device="neuron")
+    _check_training(
+        _attention_model, torch.randn(1, 256, 64), torch.randn(1, 256, 64), False, device="neuron"
+    )

@@ -1,4 +1,5 @@
 """nki.isa semantics, each instruction against a torch reference."""
+
 import pytest
 import torch
 
@@ -38,9 +39,17 @@ def test_tensor_copy_and_memset():
     assert (dst.host == 3).all()
 
 
-@pytest.mark.parametrize("op,ref", [(nl.add, torch.add), (nl.subtract, torch.sub),
-                                    (nl.multiply, torch.mul), (nl.maximum, torch.maximum),
-                                    (nl.divide, torch.div), (nl.power, torch.pow)])
+@pytest.mark.parametrize(
+    "op,ref",
+    [
+        (nl.add, torch.add),
+        (nl.subtract, torch.sub),
+        (nl.multiply, torch.mul),
+        (nl.maximum, torch.maximum),
+        (nl.divide, torch.div),
+        (nl.power, torch.pow),
+    ],
+)
 def test_tensor_tensor(op, ref):
     a, b = torch.rand(16, 32) + 0.5, torch.rand(16, 32) + 0.5
     dst = empty((16, 32))
@@ -59,8 +68,15 @@ def test_tensor_scalar_two_ops_vector_operands_and_reverse():
     x = torch.randn(8, 16)
     v = torch.randn(8, 1)
     dst = empty((8, 16))
-    nisa.tensor_scalar(dst=dst, data=tile(x), op0=nl.subtract, operand0=tile(v), reverse0=True,
-                       op1=nl.multiply, operand1=2.0)
+    nisa.tensor_scalar(
+        dst=dst,
+        data=tile(x),
+        op0=nl.subtract,
+        operand0=tile(v),
+        reverse0=True,
+        op1=nl.multiply,
+        operand1=2.0,
+    )
     torch.testing.assert_close(dst.host, (v - x) * 2)
     nisa.tensor_scalar(dst=dst, data=tile(x), op0=nl.abs, operand0=None)
     torch.testing.assert_close(dst.host, x.abs())
@@ -69,16 +85,24 @@ def test_tensor_scalar_two_ops_vector_operands_and_reverse():
 def test_scalar_tensor_tensor():
     x, y, s = torch.randn(8, 16), torch.randn(8, 16), torch.randn(8, 1)
     dst = empty((8, 16))
-    nisa.scalar_tensor_tensor(dst=dst, data=tile(x), op0=nl.multiply, operand0=tile(s),
-                              op1=nl.add, operand1=tile(y))
+    nisa.scalar_tensor_tensor(
+        dst=dst, data=tile(x), op0=nl.multiply, operand0=tile(s), op1=nl.add, operand1=tile(y)
+    )
     torch.testing.assert_close(dst.host, x * s + y)
 
 
 def test_activation_scale_bias_and_reduce():
     x, bias = torch.randn(8, 32), torch.randn(8, 1)
     dst, total = empty((8, 32)), empty((8, 1))
-    nisa.activation(dst=dst, op=nl.exp, data=tile(x), bias=tile(bias), scale=0.5,
-                    reduce_op=nl.add, reduce_res=total)
+    nisa.activation(
+        dst=dst,
+        op=nl.exp,
+        data=tile(x),
+        bias=tile(bias),
+        scale=0.5,
+        reduce_op=nl.add,
+        reduce_res=total,
+    )
     torch.testing.assert_close(dst.host, torch.exp(0.5 * x + bias))
     torch.testing.assert_close(total.host, torch.exp(0.5 * x + bias).sum(1, keepdim=True))
 
@@ -87,8 +111,9 @@ def test_activation_reduce_registers_persist_across_instructions():
     a, b = torch.randn(4, 8), torch.randn(4, 8)
     dst, total = empty((4, 8)), empty((4, 1))
     nisa.activation(dst=dst, op=nl.copy, data=tile(a), reduce_cmd=nisa.reduce_cmd.reset_reduce)
-    nisa.activation(dst=dst, op=nl.copy, data=tile(b), reduce_cmd=nisa.reduce_cmd.reduce,
-                    reduce_res=total)
+    nisa.activation(
+        dst=dst, op=nl.copy, data=tile(b), reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=total
+    )
     torch.testing.assert_close(total.host, (a.sum(1) + b.sum(1)).reshape(4, 1))
 
 
@@ -143,8 +168,12 @@ def test_nc_matmul_double_row_fp8():
     s = torch.randn(128, 2, 32).to(torch.float8_e4m3fn)
     m = torch.randn(128, 2, 64).to(torch.float8_e4m3fn)
     acc = empty((32, 64), buffer=nl.psum)
-    nisa.nc_matmul(dst=acc, stationary=tile(s, nl.float8_e4m3), moving=tile(m, nl.float8_e4m3),
-                   perf_mode=nisa.matmul_perf_mode.double_row)
+    nisa.nc_matmul(
+        dst=acc,
+        stationary=tile(s, nl.float8_e4m3),
+        moving=tile(m, nl.float8_e4m3),
+        perf_mode=nisa.matmul_perf_mode.double_row,
+    )
     expected = s.float().reshape(256, 32).T @ m.float().reshape(256, 64)
     torch.testing.assert_close(acc.host, expected, rtol=1e-5, atol=1e-4)
 
@@ -167,8 +196,14 @@ def test_iota_and_affine_select_causal_mask():
     assert torch.equal(idx.host, (5 + 100 * p + 10 * a + b).int())
     scores = torch.randn(8, 8)
     masked = empty((8, 8))
-    nisa.affine_select(dst=masked, pattern=[[-1, 8]], channel_multiplier=1,
-                       on_true_tile=tile(scores), on_false_value=-1e9, cmp_op=nl.greater_equal)
+    nisa.affine_select(
+        dst=masked,
+        pattern=[[-1, 8]],
+        channel_multiplier=1,
+        on_true_tile=tile(scores),
+        on_false_value=-1e9,
+        cmp_op=nl.greater_equal,
+    )
     future = torch.ones(8, 8).triu(1).bool()
     torch.testing.assert_close(masked.host, scores.masked_fill(future, -1e9))
 
@@ -184,9 +219,14 @@ def test_bn_stats_and_bn_aggr_give_mean_and_variance():
     torch.testing.assert_close(moments.host[:, 1], x.var(1, unbiased=False), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("op0,op1,rev0,rev1", [(nl.multiply, nl.add, False, False),
-                                               (nl.subtract, nl.multiply, True, False),
-                                               (nl.add, nl.subtract, False, True)])
+@pytest.mark.parametrize(
+    "op0,op1,rev0,rev1",
+    [
+        (nl.multiply, nl.add, False, False),
+        (nl.subtract, nl.multiply, True, False),
+        (nl.add, nl.subtract, False, True),
+    ],
+)
 def test_tensor_tensor_scan_matches_sequential_recurrence(op0, op1, rev0, rev1):
     d0, d1 = torch.rand(4, 100) * 0.5 + 0.5, torch.randn(4, 100) * 0.1
     init = torch.randn(4, 1)
@@ -197,8 +237,16 @@ def test_tensor_tensor_scan_matches_sequential_recurrence(op0, op1, rev0, rev1):
         r = fns[op1](d1[:, i], v) if rev1 else fns[op1](v, d1[:, i])
         expected.append(r)
     dst = empty((4, 100))
-    nisa.tensor_tensor_scan(dst=dst, data0=tile(d0), data1=tile(d1), initial=tile(init), op0=op0,
-                            op1=op1, reverse0=rev0, reverse1=rev1)
+    nisa.tensor_tensor_scan(
+        dst=dst,
+        data0=tile(d0),
+        data1=tile(d1),
+        initial=tile(init),
+        op0=op0,
+        op1=op1,
+        reverse0=rev0,
+        reverse1=rev1,
+    )
     torch.testing.assert_close(dst.host, torch.stack(expected, 1), rtol=1e-4, atol=1e-5)
 
 
@@ -228,11 +276,17 @@ def test_tensor_scalar_reduce_and_exponential_on_trn3(target):
     target("trn3")
     x = torch.randn(4, 16)
     dst, red = empty((4, 16)), empty((4, 1))
-    nisa.tensor_scalar_reduce(dst=dst, data=tile(x), op0=nl.multiply, operand0=2.0,
-                              reduce_op=nl.max, reduce_res=red)
+    nisa.tensor_scalar_reduce(
+        dst=dst, data=tile(x), op0=nl.multiply, operand0=2.0, reduce_op=nl.max, reduce_res=red
+    )
     torch.testing.assert_close(red.host, (2 * x).amax(1, keepdim=True))
-    nisa.exponential(dst=dst, src=tile(x), max_value=tile(red.host), reduce_res=red,
-                     reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.exponential(
+        dst=dst,
+        src=tile(x),
+        max_value=tile(red.host),
+        reduce_res=red,
+        reduce_cmd=nisa.reduce_cmd.reset_reduce,
+    )
     e = torch.exp(x - (2 * x).amax(1, keepdim=True))
     torch.testing.assert_close(dst.host, e)
     torch.testing.assert_close(red.host, e.sum(1, keepdim=True))

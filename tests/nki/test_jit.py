@@ -1,4 +1,5 @@
 """nki.jit: argument kinds, in-place outputs, specialization cache, SPMD/LNC launch, simulate."""
+
 import numpy as np
 import pytest
 import torch
@@ -96,8 +97,8 @@ def test_spmd_grid_shares_outputs():
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         rows = a.shape[0] // nl.num_programs(0)
         lo = nl.program_id(0) * rows
-        s = nl.add(nl.load(a[lo:lo + rows]), nl.load(b[lo:lo + rows]))
-        nl.store(out[lo:lo + rows], s)
+        s = nl.add(nl.load(a[lo : lo + rows]), nl.load(b[lo : lo + rows]))
+        nl.store(out[lo : lo + rows], s)
         return out
 
     a, b = torch.randn(512, 64), torch.randn(512, 64)
@@ -175,6 +176,7 @@ def test_neuron_tensors_run_on_device_memory():
 
 def test_tensors_without_host_memory_are_rejected_for_execution():
     from nki._src import interop
+
     with pytest.raises(TypeError, match="NKI kernels take numpy arrays, CPU or neuron tensors"):
         interop.to_host(torch.empty(1, device="meta"))
 
@@ -199,11 +201,15 @@ except nki.NkiValidationError as e:
 
 
 @pytest.mark.parametrize("simulator", [None, "0", "1"])
-def test_kernels_run_on_the_validating_simulator_whatever_nki_simulator_says(simulator,
-                                                                               monkeypatch):
+def test_kernels_run_on_the_validating_simulator_whatever_nki_simulator_says(
+    simulator, monkeypatch
+):
     monkeypatch.delenv("NKI_SIMULATOR", raising=False)
-    out = run_python(DOUBLE_AND_AN_INVALID_LOAD,
-                     env={"NKI_SIMULATOR": simulator} if simulator else None)
+    out = run_python(
+        DOUBLE_AND_AN_INVALID_LOAD, env={"NKI_SIMULATOR": simulator} if simulator else None
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["[[0.0, 2.0, 4.0, 6.0]]",
-                                       "nl.load: partition dimension 256 exceeds maximum 128"]
+    assert out.stdout.splitlines() == [
+        "[[0.0, 2.0, 4.0, 6.0]]",
+        "nl.load: partition dimension 256 exceeds maximum 128",
+    ]

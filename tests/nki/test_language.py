@@ -1,4 +1,5 @@
 """nki.language: tensors and views, creation, dtypes, loops, SPMD queries and tile math."""
+
 import math
 
 import numpy as np
@@ -137,8 +138,9 @@ def test_elementwise_math_broadcasts_and_promotes():
     torch.testing.assert_close(out.host, a.host + b.host.float())
     torch.testing.assert_close(nl.multiply(a, 3.0).host, a.host * 3)
     torch.testing.assert_close(nl.exp(a).host, torch.exp(a.host))
-    torch.testing.assert_close(nl.gelu_apprx_tanh(a).host,
-                               torch.nn.functional.gelu(a.host, approximate="tanh"))
+    torch.testing.assert_close(
+        nl.gelu_apprx_tanh(a).host, torch.nn.functional.gelu(a.host, approximate="tanh")
+    )
     torch.testing.assert_close(nl.maximum(a, 0.0).host, torch.relu(a.host))
     assert nl.greater(a, 0.0).dtype == nl.bool_
     assert torch.equal(nl.greater(a, 0.0).host, a.host > 0)
@@ -220,8 +222,15 @@ def test_program_queries_inside_a_grid():
 
     @nki.jit
     def probe(x):
-        seen.append((nl.program_id(0), nl.program_id(1), nl.num_programs(), nl.num_programs(1),
-                     nl.program_ndim()))
+        seen.append(
+            (
+                nl.program_id(0),
+                nl.program_id(1),
+                nl.num_programs(),
+                nl.num_programs(1),
+                nl.program_ndim(),
+            )
+        )
 
     probe[2, 3](np.zeros(1, np.float32))
     assert len(seen) == 6 and seen[-1] == (1, 2, 6, 3, 2)
@@ -231,6 +240,7 @@ def test_program_queries_inside_a_grid():
 
 def test_typing_annotations():
     from nki.typing import tensor
+
     ann = tensor[128, 512]
     assert ann.shape == (128, 512) and ann.dtype is None
     assert tensor[nl.bfloat16, 4, 4].dtype == torch.bfloat16

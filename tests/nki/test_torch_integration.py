@@ -1,4 +1,5 @@
 """nki_op and wrap_nki: eager, FakeTensor, torch.compile (one node), autograd, in-place ops."""
+
 import pytest
 import torch
 from nkitest_utils import requires_neuron, requires_neuron_backend
@@ -63,8 +64,12 @@ def op_nodes(fn, *args):
         return gm.forward
 
     torch.compile(fn, backend=backend, fullgraph=True)(*args)
-    return [n for g in graphs for n in g.graph.nodes
-            if n.op == "call_function" and "nki" in str(n.target)]
+    return [
+        n
+        for g in graphs
+        for n in g.graph.nodes
+        if n.op == "call_function" and "nki" in str(n.target)
+    ]
 
 
 def test_nki_op_eager():
@@ -91,8 +96,9 @@ def test_nki_op_autograd_eager_and_compiled():
     softplus(x).sum().backward()
     torch.testing.assert_close(x.grad, torch.sigmoid(x.detach()))
     x.grad = None
-    compiled = torch.compile(lambda t: softplus(t).pow(2).sum(), backend="aot_eager",
-                             fullgraph=True)
+    compiled = torch.compile(
+        lambda t: softplus(t).pow(2).sum(), backend="aot_eager", fullgraph=True
+    )
     compiled(x).backward()
     ref = x.detach().clone().requires_grad_()
     torch.nn.functional.softplus(ref).pow(2).sum().backward()
@@ -155,7 +161,8 @@ def test_nki_op_on_neuron_eager():
 def test_nki_op_on_neuron_compiled_is_one_node():
     x = torch.randn(64, 32).to("neuron")
     assert [str(n.target) for n in op_nodes(lambda t: softplus(t) * 2, x)] == [
-        "nki_tests.softplus.default"]
+        "nki_tests.softplus.default"
+    ]
     compiled = torch.compile(lambda t: softplus(t) * 2, backend="neuron", fullgraph=True)
     torch.testing.assert_close(compiled(x).cpu(), 2 * torch.nn.functional.softplus(x.cpu()))
 
@@ -171,19 +178,23 @@ def test_wrap_nki_on_neuron():
 
 @requires_neuron
 def test_import_torch_neuronx_nki_is_the_nki_package():
-    out = run_python("import torch_neuronx.nki\n"
-                     "import torch_neuronx.nki.language as nl\n"
-                     "from torch_neuronx.nki.torch_integration import nki_op\n"
-                     "import nki, nki.language, nki.torch_integration\n"
-                     "print(torch_neuronx.nki is nki, nl is nki.language,"
-                     " nki_op is nki.torch_integration.nki_op)")
+    out = run_python(
+        "import torch_neuronx.nki\n"
+        "import torch_neuronx.nki.language as nl\n"
+        "from torch_neuronx.nki.torch_integration import nki_op\n"
+        "import nki, nki.language, nki.torch_integration\n"
+        "print(torch_neuronx.nki is nki, nl is nki.language,"
+        " nki_op is nki.torch_integration.nki_op)"
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"] * 3
 
 
 def test_nki_op_requires_annotations():
     with pytest.raises(ValueError, match="Parameter x must have a type annotation"):
+
         @nki_op("nki_tests::unannotated", mutates_args=())
         def bad(x):
             return softplus_kernel(x)
+
     assert not hasattr(torch.ops.nki_tests, "unannotated"), "a refused op must not be registered"

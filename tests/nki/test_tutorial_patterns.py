@@ -1,4 +1,5 @@
 """The kernel patterns of AWS's public NKI tutorials, written in the NKI 0.7 style (own code)."""
+
 import numpy as np
 import pytest
 import torch
@@ -125,22 +126,26 @@ def matmul_hoisted(lhsT, rhs):
         lhsT_tiles = []
         for k in nl.affine_range(K // TILE_K):
             t = nl.ndarray(shape=(TILE_K, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=t, src=lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
+            nisa.dma_copy(
+                dst=t, src=lhsT[k * TILE_K : (k + 1) * TILE_K, m * TILE_M : (m + 1) * TILE_M]
+            )
             lhsT_tiles.append(t)
         for n in nl.affine_range(N // TILE_N):
             rhs_tiles = []
             for k in nl.affine_range(K // TILE_K):
                 t = nl.ndarray(shape=(TILE_K, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=t,
-                              src=rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
+                nisa.dma_copy(
+                    dst=t, src=rhs[k * TILE_K : (k + 1) * TILE_K, n * TILE_N : (n + 1) * TILE_N]
+                )
                 rhs_tiles.append(t)
             res_psum = nl.ndarray(shape=(TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(K // TILE_K):
                 nisa.nc_matmul(dst=res_psum, stationary=lhsT_tiles[k], moving=rhs_tiles[k])
             res_sb = nl.ndarray(shape=(TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=res_sb, src=res_psum)
-            nisa.dma_copy(dst=result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
-                          src=res_sb)
+            nisa.dma_copy(
+                dst=result[m * TILE_M : (m + 1) * TILE_M, n * TILE_N : (n + 1) * TILE_N], src=res_sb
+            )
     return result
 
 
@@ -159,7 +164,7 @@ def matmul_blocked(lhsT, rhs, BLOCK_TILES_M=2, BLOCK_TILES_N=2):
             column = []
             for k in nl.affine_range(K // TILE_K):
                 t = nl.ndarray((TILE_K, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=t, src=lhsT[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_M])
+                nisa.dma_copy(dst=t, src=lhsT[k * TILE_K : (k + 1) * TILE_K, col : col + TILE_M])
                 column.append(t)
             lhsT_block.append(column)
         for n in nl.affine_range(N // BLOCK_N):
@@ -169,25 +174,28 @@ def matmul_blocked(lhsT, rhs, BLOCK_TILES_M=2, BLOCK_TILES_N=2):
                 column = []
                 for k in nl.affine_range(K // TILE_K):
                     t = nl.ndarray((TILE_K, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-                    nisa.dma_copy(dst=t, src=rhs[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_N])
+                    nisa.dma_copy(dst=t, src=rhs[k * TILE_K : (k + 1) * TILE_K, col : col + TILE_N])
                     column.append(t)
                 rhs_block.append(column)
             for bm in nl.affine_range(BLOCK_TILES_M):
                 for bn in nl.affine_range(BLOCK_TILES_N):
                     acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(K // TILE_K):
-                        nisa.nc_matmul(dst=acc, stationary=lhsT_block[bm][k],
-                                       moving=rhs_block[bn][k])
+                        nisa.nc_matmul(
+                            dst=acc, stationary=lhsT_block[bm][k], moving=rhs_block[bn][k]
+                        )
                     out_tile = nl.ndarray(acc.shape, dtype=result.dtype, buffer=nl.sbuf)
                     nisa.tensor_copy(dst=out_tile, src=acc)
                     row0 = (m * BLOCK_TILES_M + bm) * TILE_M
                     col0 = (n * BLOCK_TILES_N + bn) * TILE_N
-                    nisa.dma_copy(dst=result[row0:row0 + TILE_M, col0:col0 + TILE_N], src=out_tile)
+                    nisa.dma_copy(
+                        dst=result[row0 : row0 + TILE_M, col0 : col0 + TILE_N], src=out_tile
+                    )
     return result
 
 
 def _mm_inputs(k, m, n, dtype=torch.float32):
-    return (torch.randn(k, m) / k ** 0.5).to(dtype), torch.randn(k, n).to(dtype)
+    return (torch.randn(k, m) / k**0.5).to(dtype), torch.randn(k, n).to(dtype)
 
 
 def test_matmul_basic():
@@ -195,15 +203,19 @@ def test_matmul_basic():
     torch.testing.assert_close(matmul_basic(lhsT, rhs), lhsT.T @ rhs, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("kernel", [matmul_tiled, matmul_hoisted, matmul_blocked],
-                         ids=["tiled", "hoisted_loads", "blocked_free_dim"])
+@pytest.mark.parametrize(
+    "kernel",
+    [matmul_tiled, matmul_hoisted, matmul_blocked],
+    ids=["tiled", "hoisted_loads", "blocked_free_dim"],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_matmul_variants(kernel, dtype):
     lhsT, rhs = _mm_inputs(256, 256, 1024, dtype)
     expected = (lhsT.float().T @ rhs.float()).to(dtype)
     tol = 1e-5 if dtype == torch.float32 else 1e-2
-    torch.testing.assert_close(kernel(lhsT, rhs).to(dtype).float(), expected.float(), atol=tol,
-                               rtol=tol)
+    torch.testing.assert_close(
+        kernel(lhsT, rhs).to(dtype).float(), expected.float(), atol=tol, rtol=tol
+    )
 
 
 def test_hoisting_reduces_the_estimated_dma_traffic():
@@ -243,16 +255,21 @@ def test_transpose2d_with_ds():
 def avgpool2d(in_tensor, pool_size):
     sz_cin, sz_hin, sz_win = in_tensor.shape
     sz_pool = pool_size
-    out_tensor = nl.ndarray((sz_cin, sz_hin // sz_pool, sz_win // sz_pool), dtype=in_tensor.dtype,
-                            buffer=nl.shared_hbm)
+    out_tensor = nl.ndarray(
+        (sz_cin, sz_hin // sz_pool, sz_win // sz_pool), dtype=in_tensor.dtype, buffer=nl.shared_hbm
+    )
     in_tile = nl.ndarray(in_tensor.shape, dtype=in_tensor.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=in_tile, src=in_tensor)
     # [C, H/pool, W/pool, pool, pool]: window dims last so they can be reduced.
-    windows = in_tile.ap([[sz_hin * sz_win, sz_cin],
-                          [sz_pool * sz_win, sz_hin // sz_pool],
-                          [sz_pool, sz_win // sz_pool],
-                          [sz_win, sz_pool],
-                          [1, sz_pool]])
+    windows = in_tile.ap(
+        [
+            [sz_hin * sz_win, sz_cin],
+            [sz_pool * sz_win, sz_hin // sz_pool],
+            [sz_pool, sz_win // sz_pool],
+            [sz_win, sz_pool],
+            [1, sz_pool],
+        ]
+    )
     sums = nl.sum(windows, axis=[3, 4])
     out_tile = nl.ndarray(sums.shape, dtype=sums.dtype, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=out_tile, data=sums, op0=nl.multiply, operand0=1.0 / (sz_pool * sz_pool))

@@ -1,4 +1,5 @@
 """One test per validation rule; each checks that the message names the rule and the sizes."""
+
 import numpy as np
 import pytest
 import torch
@@ -47,28 +48,36 @@ def test_partition_dimension_of_a_vector_transpose():
 
 def test_partition_dimension_under_matmul_row_tiling():
     with raises(r"nc_matmul: stationary partition dimension 128 exceeds maximum 64"):
-        nisa.nc_matmul(dst=sb((64, 64), buffer=nl.psum), stationary=sb((128, 64)),
-                       moving=sb((128, 64)), tile_position=(0, 0), tile_size=(64, 128))
+        nisa.nc_matmul(
+            dst=sb((64, 64), buffer=nl.psum),
+            stationary=sb((128, 64)),
+            moving=sb((128, 64)),
+            tile_position=(0, 0),
+            tile_size=(64, 128),
+        )
 
 
 # ---- nc_matmul shape, buffer and dtype rules ----------------------------------------------
 def test_matmul_contraction_mismatch():
     with raises(r"contraction \(partition\) dimension mismatch: stationary has 128, moving has 64"):
-        nisa.nc_matmul(dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 128)),
-                       moving=sb((64, 64)))
+        nisa.nc_matmul(
+            dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 128)), moving=sb((64, 64))
+        )
 
 
 def test_matmul_stationary_free_size():
     with raises(r"stationary free size 256 exceeds gemm_stationary_fmax 128"):
-        nisa.nc_matmul(dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 256)),
-                       moving=sb((128, 64)))
+        nisa.nc_matmul(
+            dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 256)), moving=sb((128, 64))
+        )
 
 
 def test_matmul_moving_free_size(target):
     target("trn2")
     with raises(r"moving free size 1024 exceeds gemm_moving_fmax 512 on trn2"):
-        nisa.nc_matmul(dst=sb((128, 1024), buffer=nl.psum), stationary=sb((128, 128)),
-                       moving=sb((128, 1024)))
+        nisa.nc_matmul(
+            dst=sb((128, 1024), buffer=nl.psum), stationary=sb((128, 128)), moving=sb((128, 1024))
+        )
 
 
 def test_matmul_moving_free_size_grows_on_trn3(target):
@@ -80,8 +89,9 @@ def test_matmul_moving_free_size_grows_on_trn3(target):
 
 def test_matmul_dst_shape():
     with raises(r"dst partition dimension 64 must equal the stationary free size 128"):
-        nisa.nc_matmul(dst=sb((64, 64), buffer=nl.psum), stationary=sb((128, 128)),
-                       moving=sb((128, 64)))
+        nisa.nc_matmul(
+            dst=sb((64, 64), buffer=nl.psum), stationary=sb((128, 128)), moving=sb((128, 64))
+        )
 
 
 def test_matmul_dst_must_be_psum():
@@ -91,51 +101,75 @@ def test_matmul_dst_must_be_psum():
 
 def test_matmul_inputs_must_be_sbuf():
     with raises(r"nc_matmul: moving must be in SBUF, got psum"):
-        nisa.nc_matmul(dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 128)),
-                       moving=sb((128, 64), buffer=nl.psum))
+        nisa.nc_matmul(
+            dst=sb((128, 64), buffer=nl.psum),
+            stationary=sb((128, 128)),
+            moving=sb((128, 64), buffer=nl.psum),
+        )
 
 
 def test_matmul_input_dtypes():
     with raises(r"stationary dtype int8 is not supported"):
-        nisa.nc_matmul(dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 128), nl.int8),
-                       moving=sb((128, 64)))
+        nisa.nc_matmul(
+            dst=sb((128, 64), buffer=nl.psum),
+            stationary=sb((128, 128), nl.int8),
+            moving=sb((128, 64)),
+        )
 
 
 def test_matmul_fp32_pairs_with_fp32():
-    with raises(r"if one input is float32/tfloat32 the other must be too \(stationary float32, "
-                r"moving bfloat16\)"):
-        nisa.nc_matmul(dst=sb((128, 64), buffer=nl.psum), stationary=sb((128, 128)),
-                       moving=sb((128, 64), nl.bfloat16))
+    with raises(
+        r"if one input is float32/tfloat32 the other must be too \(stationary float32, "
+        r"moving bfloat16\)"
+    ):
+        nisa.nc_matmul(
+            dst=sb((128, 64), buffer=nl.psum),
+            stationary=sb((128, 128)),
+            moving=sb((128, 64), nl.bfloat16),
+        )
 
 
 def test_matmul_dst_accumulates_in_fp32(target):
     target("trn2")
-    with raises(r"dst must be float32 \(fp32 accumulation\) on NeuronCore-v3 \(trn2\), "
-                r"got bfloat16"):
-        nisa.nc_matmul(dst=sb((128, 64), nl.bfloat16, buffer=nl.psum),
-                       stationary=sb((128, 128), nl.bfloat16), moving=sb((128, 64), nl.bfloat16))
+    with raises(
+        r"dst must be float32 \(fp32 accumulation\) on NeuronCore-v3 \(trn2\), "
+        r"got bfloat16"
+    ):
+        nisa.nc_matmul(
+            dst=sb((128, 64), nl.bfloat16, buffer=nl.psum),
+            stationary=sb((128, 128), nl.bfloat16),
+            moving=sb((128, 64), nl.bfloat16),
+        )
 
 
 def test_matmul_accumulate_true_needs_written_psum():
     with raises(r"accumulate=True on PSUM that was never written"):
-        nisa.nc_matmul(dst=nl.ndarray((128, 64), nl.float32, buffer=nl.psum),
-                       stationary=sb((128, 128)), moving=sb((128, 64)), accumulate=True)
+        nisa.nc_matmul(
+            dst=nl.ndarray((128, 64), nl.float32, buffer=nl.psum),
+            stationary=sb((128, 128)),
+            moving=sb((128, 64)),
+            accumulate=True,
+        )
 
 
 # ---- PSUM bank limits and capacity ----------------------------------------------------------
 def test_matmul_result_must_stay_in_one_psum_bank(target):
     target("trn2")
     acc = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)
-    with raises(r"dst occupies bytes \[1024, 3072\) of each PSUM partition, crossing a "
-                r"2048-byte bank"):
+    with raises(
+        r"dst occupies bytes \[1024, 3072\) of each PSUM partition, crossing a "
+        r"2048-byte bank"
+    ):
         nisa.nc_matmul(dst=acc[:, 256:768], stationary=sb((128, 128)), moving=sb((128, 512)))
 
 
 def test_psum_capacity_counts_live_banks(target):
     target("trn2")
     tiles = [nl.ndarray((128, 128), nl.float32, buffer=nl.psum) for _ in range(9)]
-    with raises(r"PSUM capacity exceeded on trn2: live tiles need 9 banks \(18432 bytes per "
-                r"partition\), 8 banks of 2048 bytes available"):
+    with raises(
+        r"PSUM capacity exceeded on trn2: live tiles need 9 banks \(18432 bytes per "
+        r"partition\), 8 banks of 2048 bytes available"
+    ):
         nisa.memset(dst=tiles[0], value=0.0)
 
 
@@ -152,8 +186,9 @@ def _big_tiles_kernel(kib):
         for t in tiles:
             nisa.memset(dst=t, value=1.0)
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=tiles[0][0:x.shape[0], 0:x.shape[1]])
+        nisa.dma_copy(dst=out, src=tiles[0][0 : x.shape[0], 0 : x.shape[1]])
         return out
+
     return kernel
 
 
@@ -162,8 +197,10 @@ def test_sbuf_capacity_trn2_rejects_what_trn3_fits(target):
     target("trn3")
     assert (kernel(np.zeros((2, 2), np.float32)) == 1).all()
     target("trn2")
-    with raises(r"memset: SBUF capacity exceeded on trn2: live tiles need 245760 bytes per "
-                r"partition, 229376 available"):
+    with raises(
+        r"memset: SBUF capacity exceeded on trn2: live tiles need 245760 bytes per "
+        r"partition, 229376 available"
+    ):
         kernel(np.zeros((2, 2), np.float32))
 
 
@@ -173,6 +210,7 @@ def test_tiles_rebound_in_a_loop_are_released():
         for _ in nl.affine_range(40):  # 40 x 64 KiB would never fit at once
             t = nl.ndarray((128, 16384), nl.float32, buffer=nl.sbuf)
             nisa.memset(dst=t, value=0.0)
+
     kernel(np.zeros(1, np.float32))
 
 
@@ -210,8 +248,12 @@ def test_dma_cannot_touch_psum():
 
 def test_two_psum_inputs_rejected():
     with raises(r"tensor_tensor: data1 and data2 cannot both be in PSUM"):
-        nisa.tensor_tensor(dst=sb((4, 4)), data1=sb((4, 4), buffer=nl.psum),
-                           data2=sb((4, 4), buffer=nl.psum), op=nl.add)
+        nisa.tensor_tensor(
+            dst=sb((4, 4)),
+            data1=sb((4, 4), buffer=nl.psum),
+            data2=sb((4, 4), buffer=nl.psum),
+            op=nl.add,
+        )
 
 
 def test_gpsimd_cannot_access_psum():
@@ -236,8 +278,10 @@ def test_string_buffer_names_rejected():
 
 # ---- shapes of operands ----------------------------------------------------------------------
 def test_elementwise_shapes_must_match():
-    with raises(r"tensor_tensor: free size mismatch: dst has 8 elements per partition, "
-                r"data2 has 4"):
+    with raises(
+        r"tensor_tensor: free size mismatch: dst has 8 elements per partition, "
+        r"data2 has 4"
+    ):
         nisa.tensor_tensor(dst=sb((4, 8)), data1=sb((4, 8)), data2=sb((4, 4)), op=nl.add)
 
 
@@ -263,8 +307,9 @@ def test_bn_stats_free_size():
 
 def test_transpose_size_on_tensor_engine():
     with raises(r"nc_transpose: data free size 256 exceeds maximum 128 \(tensor engine\)"):
-        nisa.nc_transpose(dst=sb((128, 128), buffer=nl.psum), data=sb((128, 256)),
-                          engine=nisa.tensor_engine)
+        nisa.nc_transpose(
+            dst=sb((128, 128), buffer=nl.psum), data=sb((128, 256)), engine=nisa.tensor_engine
+        )
 
 
 def test_iota_pattern_must_cover_dst():
@@ -306,8 +351,9 @@ def test_raw_int_engine_rejected():
 
 def test_activation_reduce_op_is_add():
     with raises(r"activation: reduce_op must be nl.add, got nl.max"):
-        nisa.activation(dst=sb((4, 4)), op=nl.exp, data=sb((4, 4)), reduce_op=nl.max,
-                        reduce_res=sb((4, 1)))
+        nisa.activation(
+            dst=sb((4, 4)), op=nl.exp, data=sb((4, 4)), reduce_op=nl.max, reduce_res=sb((4, 1))
+        )
 
 
 def test_memset_value_matches_dtype():

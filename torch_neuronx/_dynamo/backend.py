@@ -31,9 +31,13 @@ def neuron_backend(gm, example_inputs, *, mode=None, options=None):
     _require_static_shapes(example_inputs)
     compile_id = CompileContext.current_compile_id()
     name = f"{opts.model_name}_{str(compile_id).replace('/', '_')}"
-    record = metrics.add_graph(metrics.GraphMetrics(
-        name=name, compile_id=str(compile_id),
-        recompile=bool(compile_id is not None and compile_id.frame_compile_id)))
+    record = metrics.add_graph(
+        metrics.GraphMetrics(
+            name=name,
+            compile_id=str(compile_id),
+            recompile=bool(compile_id is not None and compile_id.frame_compile_id),
+        )
+    )
     artifacts.save_graph(artifacts.stamp(f"{name}_dynamo"), gm)
     start = time.perf_counter()
     try:
@@ -43,10 +47,14 @@ def neuron_backend(gm, example_inputs, *, mode=None, options=None):
             e.add_note(
                 f"The neuron backend could not compile graph {name}. To run such graphs "
                 "eagerly instead, set TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 or pass "
-                "options={'fallback_execution': True}.")
+                "options={'fallback_execution': True}."
+            )
             raise
-        warnings.warn(f"The neuron backend could not compile graph {name} and runs it "
-                      f"eagerly (fallback execution): {type(e).__name__}: {e}", stacklevel=2)
+        warnings.warn(
+            f"The neuron backend could not compile graph {name} and runs it "
+            f"eagerly (fallback execution): {type(e).__name__}: {e}",
+            stacklevel=2,
+        )
         record.fallback = True
         compiled = gm.forward
     finally:
@@ -57,14 +65,16 @@ def neuron_backend(gm, example_inputs, *, mode=None, options=None):
 def _require_static_shapes(example_inputs):
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.SymInt) or (
-                isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape)):
+            isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape)
+        ):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else x
             raise StaticShapeError(
                 f"torch.compile(backend='neuron') supports static shapes only, but graph input "
                 f"{i} has the symbolic shape {shape} (from dynamic=True or "
                 "torch._dynamo.mark_dynamic). Shapes must be static: compile without them and "
                 "pad or bucket your inputs to a few fixed shapes; each new shape compiles once "
-                "and is cached.")
+                "and is cached."
+            )
 
 
 def _check_cpu_inputs(compiled, example_inputs):
@@ -73,8 +83,11 @@ def _check_cpu_inputs(compiled, example_inputs):
     # the compiled code reads them in place (and writes to them, as eager would). CPU scalars
     # (0-dim) are exempt, as for every device op in PyTorch. Dynamo guards on input devices,
     # so which inputs are on the CPU is known here, once per graph.
-    cpu = [i for i, x in enumerate(example_inputs)
-           if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0]
+    cpu = [
+        i
+        for i, x in enumerate(example_inputs)
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0
+    ]
     if not cpu:
         return compiled
 
@@ -83,7 +96,8 @@ def _check_cpu_inputs(compiled, example_inputs):
         if config.cpu_autocopy_disabled():
             raise RuntimeError(
                 f"Input tensor at index {cpu[0]} is on cpu device, expected neuron. Move "
-                "tensor to Neuron device first with tensor.to('neuron')")
+                "tensor to Neuron device first with tensor.to('neuron')"
+            )
         return compiled(*args)
 
     return run

@@ -69,7 +69,8 @@ class Entry:
                 manifest = json.load(f)
             files = manifest["files"]
             return manifest["key"] == self.key and all(
-                _sha256(os.path.join(self.path, rel)) == digest for rel, digest in files.items())
+                _sha256(os.path.join(self.path, rel)) == digest for rel, digest in files.items()
+            )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
 
@@ -83,8 +84,9 @@ class Entry:
         # Inductor reuses a kernel this process already compiled for another graph; a fresh
         # process looks for it in this entry, at the same place relative to the cache root.
         for path in paths:
-            target = os.path.join(self.path, os.path.basename(os.path.dirname(path)),
-                                  os.path.basename(path))
+            target = os.path.join(
+                self.path, os.path.basename(os.path.dirname(path)), os.path.basename(path)
+            )
             if not os.path.exists(target):
                 os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
                 shutil.copyfile(path, target)
@@ -135,8 +137,11 @@ def open_entry(name, key):
         os.makedirs(root, mode=0o700, exist_ok=True)
         fd = _lock(os.path.join(root, name + ".lock"), config.cache_lock_timeout())
         if fd is None:
-            warnings.warn(f"Timed out waiting for another process compiling {name}; compiling "
-                          "it without the persistent cache", stacklevel=4)
+            warnings.warn(
+                f"Timed out waiting for another process compiling {name}; compiling "
+                "it without the persistent cache",
+                stacklevel=4,
+            )
             with tempfile.TemporaryDirectory(prefix="neuron-compile-") as tmp:
                 yield Entry(tmp, key), False
             return

@@ -34,8 +34,10 @@ CODEGEN_VERSION = "2"
 _64BIT = (torch.float64, torch.complex128, torch.int64)
 # Inductor's random ops take 64-bit seeds from these; they are generator state, which eager
 # keeps in the core's generator, not values on the device.
-_RNG_SEED_OPS = (torch.ops.prims.inductor_seeds.default,
-                 torch.ops.prims.inductor_lookup_seed.default)
+_RNG_SEED_OPS = (
+    torch.ops.prims.inductor_seeds.default,
+    torch.ops.prims.inductor_lookup_seed.default,
+)
 _CPU = torch.device("cpu")
 
 
@@ -46,9 +48,10 @@ def compile_graph(gm, example_inputs, options, graph_metrics):
     # _compile_part; the persistent cache sits one level down instead. The backward graph is
     # compiled now rather than at the first backward, so that its failures are compile
     # failures (which fallback execution covers) and its time counts as compile time.
-    with functorch_config.patch(enable_autograd_cache=False,
-                                force_non_lazy_backward_lowering=True), \
-            toolchain.probes_skipped():
+    with (
+        functorch_config.patch(enable_autograd_cache=False, force_non_lazy_backward_lowering=True),
+        toolchain.probes_skipped(),
+    ):
         return compile_fx(gm, example_inputs, inner_compile=inner)
 
 
@@ -79,7 +82,8 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     artifacts.save_graph(tag, gm)
     artifacts.save_code(tag, compiled)
     graph_metrics.subgraphs.append(
-        metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start))
+        metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start)
+    )
     return HostGraph(compiled, placements, _cpu_fallback_ops(gm))
 
 
@@ -118,12 +122,15 @@ def _require_host_kernel(target):
     # the neuron device only would fail when the graph runs; fail at compile time instead.
     if not isinstance(target, torch._ops.OpOverload) or target.namespace in ("aten", "prims"):
         return
-    if not any(torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), key)
-               for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")):
+    if not any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), key)
+        for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+    ):
         raise NotImplementedError(
             f"{target.name()} has no CPU kernel. Graphs compiled for the emulated NeuronCore "
             "run every op on the host, so register the op for all devices (device_types=None) "
-            "or for 'cpu' as well as 'neuron'.")
+            "or for 'cpu' as well as 'neuron'."
+        )
 
 
 def _retarget_to_host(gm):
@@ -147,13 +154,20 @@ def _apply_64bit_policy(gm):
         return
     for node in list(gm.graph.nodes):
         value = node.meta.get("val")
-        if (node.op != "call_function" or not isinstance(value, torch.Tensor)
-                or value.dtype not in _64BIT or _is_view(node.target)
-                or node.target in _RNG_SEED_OPS):
+        if (
+            node.op != "call_function"
+            or not isinstance(value, torch.Tensor)
+            or value.dtype not in _64BIT
+            or value.numel() == 0
+            or _is_view(node.target)
+            or node.target in _RNG_SEED_OPS
+        ):
             continue
         with gm.graph.inserting_after(node):
-            narrowed = gm.graph.call_function(torch.ops.neuron.narrow_64bit.default,
-                                              (node, f"{_op_name(node)} in a compiled graph"))
+            narrowed = gm.graph.call_function(
+                torch.ops.neuron.narrow_64bit.default,
+                (node, f"{_op_name(node)} in a compiled graph"),
+            )
         narrowed.meta["val"] = value
         node.replace_all_uses_with(narrowed, delete_user_cb=lambda user: user is not narrowed)
     gm.recompile()
@@ -174,9 +188,13 @@ def _op_name(node):
 def _cpu_fallback_ops(gm):
     """The CPU-fallback-tier ops the graph runs, once per call site (op_policy.json)."""
     fallback = _cpu_fallback_op_names()
-    return [node.target.name() for node in gm.graph.nodes
-            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-            and node.target.name() in fallback]
+    return [
+        node.target.name()
+        for node in gm.graph.nodes
+        if node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.name() in fallback
+    ]
 
 
 @functools.lru_cache(maxsize=None)
@@ -198,8 +216,10 @@ def _host_like(t):
 def _host_inputs(example_inputs):
     """CPU twins of the (fake) example inputs, with the same sizes, strides and offsets."""
     with detect_fake_mode(example_inputs) or contextlib.nullcontext():
-        return [_host_like(x) if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x
-                for x in example_inputs]
+        return [
+            _host_like(x) if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x
+            for x in example_inputs
+        ]
 
 
 def _cache_key(gm, host_inputs, kind, inductor_kwargs):

@@ -48,7 +48,8 @@ class Options:
         if mode not in (None, "default"):
             warnings.warn(
                 f"Neuron backend does not support mode={mode!r}, falling back to default",
-                stacklevel=3)
+                stacklevel=3,
+            )
         options = options or {}
         # The option overrides the environment; the environment defaults to raising.
         fallback = options.get("fallback_execution")
@@ -56,5 +57,6 @@ class Options:
             fallback = not env.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
         name = str(options.get("model_name") or DEFAULT_MODEL_NAME)
         # The name becomes part of file names, so keep it to a portable alphabet.
-        return cls(model_name=re.sub(r"[^A-Za-z0-9_.-]", "_", name),
-                   fallback_execution=bool(fallback))
+        return cls(
+            model_name=re.sub(r"[^A-Za-z0-9_.-]", "_", name), fallback_execution=bool(fallback)
+        )

@@ -33,7 +33,9 @@ def install():
                 "torch.compile's mode and options configure Inductor, which does not compile "
                 "for neuron devices; this graph is compiled by the neuron backend in its default "
                 f"mode, without {sorted(self.config)}. Pass backend='neuron' and its options "
-                "(model_name, fallback_execution) to choose them.", stacklevel=2)
+                "(model_name, fallback_execution) to choose them.",
+                stacklevel=2,
+            )
         return neuron_backend(gm, example_inputs)
 
     inductor.__call__ = compile_graph

@@ -65,8 +65,9 @@ class NeuronInterface(DeviceInterface):
 
     @staticmethod
     def _set_stream_by_id(stream_id, device_index, device_type):
-        torch.neuron.set_stream(torch.Stream(
-            stream_id=stream_id, device_index=device_index, device_type=device_type))
+        torch.neuron.set_stream(
+            torch.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+        )
 
     @staticmethod
     def get_raw_stream(device_idx):

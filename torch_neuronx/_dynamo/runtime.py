@@ -24,7 +24,8 @@ def _host_alias(arg):
 
 def _view(storage, like, device):
     return torch.empty(0, dtype=like.dtype, device=device).set_(
-        storage, like.storage_offset(), like.size(), like.stride())
+        storage, like.storage_offset(), like.size(), like.stride()
+    )
 
 
 class HostGraph:
@@ -80,7 +81,8 @@ class HostGraph:
             return _view(storage, out, storage.device)
         core = placement.index if isinstance(placement, torch.device) else None
         result = torch.ops.neuron.to_device_alias(
-            out, torch.neuron.current_device() if core is None else core)
+            out, torch.neuron.current_device() if core is None else core
+        )
         if ptr:
             moved[ptr] = result.untyped_storage()
         return result

@@ -13,7 +13,14 @@ class autocast(torch.amp.autocast):
 class GradScaler(torch.amp.GradScaler):
     """``torch.amp.GradScaler("neuron", ...)``."""
 
-    def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True):
-        super().__init__("neuron", init_scale, growth_factor, backoff_factor, growth_interval,
-                         enabled)
+    def __init__(
+        self,
+        init_scale=2.0**16,
+        growth_factor=2.0,
+        backoff_factor=0.5,
+        growth_interval=2000,
+        enabled=True,
+    ):
+        super().__init__(
+            "neuron", init_scale, growth_factor, backoff_factor, growth_interval, enabled
+        )

@@ -93,7 +93,9 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     ]
     for title, key, is_bytes in rows:
         for pool in pools:
-            vals = [stats.get(f"{key}.{pool}.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
+            vals = [
+                stats.get(f"{key}.{pool}.{k}", 0) for k in ("current", "peak", "allocated", "freed")
+            ]
             cells = [fmt(v) if is_bytes else str(v) for v in vals]
             label = title if pool == "all" else f"  from {pool.replace('_', ' ')}"
             lines.append(f"{label:<26}" + "".join(f"{c:>13}" for c in cells))

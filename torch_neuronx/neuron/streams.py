@@ -20,8 +20,12 @@ class Event:
     """A NeuronCore event: returns a ``torch.Event`` on the neuron device."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking,
-                           interprocess=interprocess)
+        return torch.Event(
+            device="neuron",
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
 
 
 def current_stream(device: Device = None) -> torch.Stream:
@@ -54,8 +58,10 @@ class StreamContext:
             return None
         # Setting a stream also makes its core current: restore the stream of the stream's core,
         # then the stream (and so the core) that was current.
-        self.previous = [torch.accelerator.current_stream(self.stream.device_index),
-                         torch.accelerator.current_stream(torch.accelerator.current_device_index())]
+        self.previous = [
+            torch.accelerator.current_stream(self.stream.device_index),
+            torch.accelerator.current_stream(torch.accelerator.current_device_index()),
+        ]
         torch.accelerator.set_stream(self.stream)
         return self.stream
 

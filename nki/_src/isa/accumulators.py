@@ -1,11 +1,18 @@
 """Engine accumulator registers (one fp32 lane per partition) driven by ``reduce_cmd``."""
+
 import torch
 
 from ..enums import reduce_cmd
 from ..errors import fail
 
-_IDENTITY = {"add": 0.0, "maximum": float("-inf"), "max": float("-inf"),
-             "minimum": float("inf"), "min": float("inf"), "multiply": 1.0}
+_IDENTITY = {
+    "add": 0.0,
+    "maximum": float("-inf"),
+    "max": float("-inf"),
+    "minimum": float("inf"),
+    "min": float("inf"),
+    "multiply": 1.0,
+}
 
 
 def accumulate(regs, cmd, partial, op, init=None, where="reduce"):

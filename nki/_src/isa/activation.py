@@ -1,4 +1,5 @@
 """Scalar-engine activation: ``op(data * scale + bias)`` with an optional free-axis sum."""
+
 from .. import alu, checks, runtime
 from ..enums import reduce_cmd as Cmd
 from ..errors import require
@@ -9,8 +10,17 @@ from .accumulators import accumulate
 from .elementwise import operand_value
 
 
-def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
-               reduce_cmd=Cmd.idle, name=None):
+def activation(
+    dst,
+    op,
+    data,
+    bias=None,
+    scale=1.0,
+    reduce_op=None,
+    reduce_res=None,
+    reduce_cmd=Cmd.idle,
+    name=None,
+):
     """Apply an activation function; optionally add-reduce the result along the free axes.
 
     With ``reduce_res`` given and ``reduce_cmd`` left at ``idle`` the instruction behaves like
@@ -27,8 +37,11 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     checks.operand(where, "scale", scale, parts)
     if bias is not None:
         checks.operand(where, "bias", bias, parts)
-        require(isinstance(bias, NkiTensor) or ctx.target.generation >= 3, where,
-                "bias must be a (P, 1) tile on NeuronCore-v2 (trn1)")
+        require(
+            isinstance(bias, NkiTensor) or ctx.target.generation >= 3,
+            where,
+            "bias must be a (P, 1) tile on NeuronCore-v2 (trn1)",
+        )
     x = read_pf(data) * operand_value(scale, parts)
     if bias is not None:
         x = x + operand_value(bias, parts)
@@ -49,5 +62,13 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """``activation`` plus a free-axis reduction of the result into ``reduce_res``."""
-    activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-               reduce_cmd=Cmd.reset_reduce)
+    activation(
+        dst,
+        op,
+        data,
+        bias=bias,
+        scale=scale,
+        reduce_op=reduce_op,
+        reduce_res=reduce_res,
+        reduce_cmd=Cmd.reset_reduce,
+    )

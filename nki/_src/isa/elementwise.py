@@ -1,8 +1,10 @@
 """Elementwise instructions on SBUF/PSUM tiles (Vector, Scalar and GpSimd engines)."""
+
 import torch
 
 from .. import alu, buffers, checks, runtime
-from ..enums import engine as E, reduce_cmd as Cmd
+from ..enums import engine as E
+from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
 from ..tensor import NkiTensor
 from ..tiles import read, read_pf, write
@@ -51,8 +53,11 @@ def memset(dst, value, engine=E.unknown, name=None):
     checks.on_chip(op, "dst", dst)
     eng = checks.engine(op, engine, E.vector, E.gpsimd)
     checks.gpsimd_no_psum(op, eng, dst)
-    require(dst.dtype.is_floating_point or float(value).is_integer(), op,
-            f"value {value} does not match integer dtype {dst.dtype}")
+    require(
+        dst.dtype.is_floating_point or float(value).is_integer(),
+        op,
+        f"value {value} does not match integer dtype {dst.dtype}",
+    )
     dst.host.fill_(value)
     issue(op, engine_name(eng, "vector"), [dst], [], free=dst.free_size)
 
@@ -76,14 +81,25 @@ def tensor_tensor(dst, data1, data2, op, engine=E.unknown, name=None):
     exact_int = fn.bitvec or (eng is E.gpsimd and dst.dtype in _INT32)
     dtype = torch.int64 if exact_int else torch.float32
     if fn.bitvec:
-        require(not any(t.dtype.is_floating_point for t in tiles), where,
-                f"{fn!r} needs integer tiles")
+        require(
+            not any(t.dtype.is_floating_point for t in tiles), where, f"{fn!r} needs integer tiles"
+        )
     write(dst, fn.binary(read_pf(data1, dtype), read_pf(data2, dtype)))
     issue(where, eng.value, [dst], [data1, data2])
 
 
-def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
-                  reverse1=False, engine=E.unknown, name=None):
+def tensor_scalar(
+    dst,
+    data,
+    op0,
+    operand0,
+    reverse0=False,
+    op1=None,
+    operand1=None,
+    reverse1=False,
+    engine=E.unknown,
+    name=None,
+):
     """``(data <op0> operand0) <op1> operand1`` with scalar or per-partition operands."""
     where = "tensor_scalar"
     checks.on_chip(where, "dst", dst)
@@ -98,8 +114,11 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     else:
         require(operand1 is None, where, "operand1 must be None when op1 is None")
     ops = [alu.resolve(o, where) for o, *_ in steps]
-    require(len({o.bitvec for o in ops}) == 1, where,
-            "op0 and op1 must both be arithmetic or both be bit-vector operators")
+    require(
+        len({o.bitvec for o in ops}) == 1,
+        where,
+        "op0 and op1 must both be arithmetic or both be bit-vector operators",
+    )
     dtype = torch.int64 if ops[0].bitvec else torch.float32
     x = read_pf(data, dtype)
     for fn, (_, v, rev, _, label) in zip(ops, steps):
@@ -110,12 +129,14 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     issue(where, engine_name(eng, "vector"), [dst], [data], reads=(operand0, operand1))
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
-                         name=None):
+def scalar_tensor_tensor(
+    dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None
+):
     """``(data <op0> operand0) <op1> operand1``: operand0 per partition, operand1 a full tile."""
     where = "scalar_tensor_tensor"
-    parts = checks.tile_pair(where, dst, ("data", data), ("operand1", operand1),
-                             ("operand0", operand0))
+    parts = checks.tile_pair(
+        where, dst, ("data", data), ("operand1", operand1), ("operand0", operand0)
+    )
     f0 = alu.resolve(op0, where, "binary")
     f1 = alu.resolve(op1, where, "binary")
     x = apply(f0, read_pf(data), operand_value(operand0, parts), reverse0)
@@ -140,8 +161,11 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "predicate", predicate)
     checks.same_tile(where, "dst", dst, "predicate", predicate)
-    require(predicate.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.bool), where,
-            f"predicate must be uint8, uint16 or uint32, got {predicate.dtype}")
+    require(
+        predicate.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.bool),
+        where,
+        f"predicate must be uint8, uint16 or uint32, got {predicate.dtype}",
+    )
     mask = read_pf(predicate) != 0
     if reverse_pred:
         mask = ~mask
@@ -149,8 +173,9 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
         checks.on_chip(where, "src", src)
         checks.same_tile(where, "dst", dst, "src", src)
         checks.not_both_psum(where, "src", src, "predicate", predicate)
-        require(src.dtype == dst.dtype, where,
-                f"src dtype {src.dtype} must equal dst dtype {dst.dtype}")
+        require(
+            src.dtype == dst.dtype, where, f"src dtype {src.dtype} must equal dst dtype {dst.dtype}"
+        )
         value = read_pf(src)
     else:
         value = torch.full(mask.shape, float(src))
@@ -158,14 +183,18 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     issue(where, "vector", [dst], [predicate] + ([src] if isinstance(src, NkiTensor) else []))
 
 
-def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=Cmd.idle,
-                reduce_init=0.0, name=None):
+def exponential(
+    dst, src, max_value=0.0, reduce_res=None, reduce_cmd=Cmd.idle, reduce_init=0.0, name=None
+):
     """``dst = exp(src - max_value)`` on the Vector engine, optionally summing (NeuronCore-v4)."""
     where = "exponential"
     ctx = runtime.current()
     tgt = ctx.target
-    require(tgt.generation >= 4, where,
-            f"requires NeuronCore-v4 (trn3); target {tgt.name} is NeuronCore-v{tgt.generation}")
+    require(
+        tgt.generation >= 4,
+        where,
+        f"requires NeuronCore-v4 (trn3); target {tgt.name} is NeuronCore-v{tgt.generation}",
+    )
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "src", src)
     checks.same_tile(where, "dst", dst, "src", src)
@@ -180,5 +209,10 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=Cmd.idle,
             write(reduce_res, regs)
     elif reduce_res is not None:
         fail(where, "reduce_res needs a reduce_cmd other than idle")
-    issue(where, "vector", [dst] + ([reduce_res] if reduce_res is not None else []), [src],
-          reads=(max_value,))
+    issue(
+        where,
+        "vector",
+        [dst] + ([reduce_res] if reduce_res is not None else []),
+        [src],
+        reads=(max_value,),
+    )

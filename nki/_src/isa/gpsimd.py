@@ -1,4 +1,5 @@
 """Affine index patterns on the GpSimd engine: iota and affine_select (e.g. causal masks)."""
+
 import math
 
 import torch
@@ -12,11 +13,17 @@ from ..trace import issue
 def affine_values(where, dst, pattern, offset, channel_multiplier):
     """int64 ``[P, F]`` of ``offset + p*channel_multiplier + sum_k i_k*step_k``."""
     pattern = [(int(step), int(num)) for step, num in pattern]
-    require(1 <= len(pattern) <= 4, where,
-            f"pattern must have 1 to 4 [step, num] entries, has {len(pattern)}")
+    require(
+        1 <= len(pattern) <= 4,
+        where,
+        f"pattern must have 1 to 4 [step, num] entries, has {len(pattern)}",
+    )
     count = math.prod(num for _, num in pattern)
-    require(count == dst.free_size, where,
-            f"pattern covers {count} elements per partition, dst has {dst.free_size}")
+    require(
+        count == dst.free_size,
+        where,
+        f"pattern covers {count} elements per partition, dst has {dst.free_size}",
+    )
     free = torch.zeros((), dtype=torch.int64)
     for step, num in pattern:
         free = free.unsqueeze(-1) + step * torch.arange(num)
@@ -32,8 +39,16 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     issue(where, "gpsimd", [dst], [])
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value,
-                  cmp_op=alu.equal, offset=0, name=None):
+def affine_select(
+    dst,
+    pattern,
+    channel_multiplier,
+    on_true_tile,
+    on_false_value,
+    cmp_op=alu.equal,
+    offset=0,
+    name=None,
+):
     """``dst = on_true_tile`` where ``cmp_op(affine value, 0)`` holds, else ``on_false_value``."""
     where = "affine_select"
     checks.on_chip(where, "dst", dst, buffers.sbuf)

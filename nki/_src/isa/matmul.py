@@ -1,8 +1,10 @@
 """Tensor-engine instructions: nc_matmul (PSUM accumulation) and nc_transpose."""
+
 import torch
 
 from .. import buffers, checks, dtypes, runtime
-from ..enums import engine as E, matmul_perf_mode
+from ..enums import engine as E
+from ..enums import matmul_perf_mode
 from ..errors import require
 from ..tiles import read, write
 from ..trace import issue, psum_written
@@ -18,88 +20,138 @@ def _bank_span(where, dst, bank):
     first = dst.offset % row
     last = first + sum((c - 1) * s for c, s in zip(dst.shape[1:], dst.strides[1:]))
     lo, hi = first * dst.itemsize, (last + 1) * dst.itemsize
-    require(lo // bank == (hi - 1) // bank, where,
-            f"dst occupies bytes [{lo}, {hi}) of each PSUM partition, crossing a {bank}-byte bank "
-            f"boundary (psum_bank_fmax is {bank // 4} fp32)")
+    require(
+        lo // bank == (hi - 1) // bank,
+        where,
+        f"dst occupies bytes [{lo}, {hi}) of each PSUM partition, crossing a {bank}-byte bank "
+        f"boundary (psum_bank_fmax is {bank // 4} fp32)",
+    )
 
 
 def _check_dtypes(where, stationary, moving, dst, is_transpose, target):
     for label, t in (("stationary", stationary), ("moving", moving)):
-        require(t.dtype in _INPUTS, where,
-                f"{label} dtype {dtypes.name(t.dtype)} is not supported "
-                "(float8_e4m3/float8_e5m2/bfloat16/float16/tfloat32/float32)")
+        require(
+            t.dtype in _INPUTS,
+            where,
+            f"{label} dtype {dtypes.name(t.dtype)} is not supported "
+            "(float8_e4m3/float8_e5m2/bfloat16/float16/tfloat32/float32)",
+        )
     wide = (stationary.dtype == torch.float32, moving.dtype == torch.float32)
-    require(wide[0] == wide[1], where,
-            "if one input is float32/tfloat32 the other must be too (stationary "
-            f"{dtypes.name(stationary.dtype)}, moving {dtypes.name(moving.dtype)})")
+    require(
+        wide[0] == wide[1],
+        where,
+        "if one input is float32/tfloat32 the other must be too (stationary "
+        f"{dtypes.name(stationary.dtype)}, moving {dtypes.name(moving.dtype)})",
+    )
     if is_transpose:
-        require(dst.dtype == stationary.dtype, where,
-                f"transpose dst dtype {dtypes.name(dst.dtype)} must equal the input dtype "
-                f"{dtypes.name(stationary.dtype)}")
+        require(
+            dst.dtype == stationary.dtype,
+            where,
+            f"transpose dst dtype {dtypes.name(dst.dtype)} must equal the input dtype "
+            f"{dtypes.name(stationary.dtype)}",
+        )
     elif target.generation >= 4:
-        require(dst.dtype in (torch.float32, torch.bfloat16), where,
-                f"dst must be float32 or bfloat16 on NeuronCore-v4, got {dtypes.name(dst.dtype)}")
+        require(
+            dst.dtype in (torch.float32, torch.bfloat16),
+            where,
+            f"dst must be float32 or bfloat16 on NeuronCore-v4, got {dtypes.name(dst.dtype)}",
+        )
     else:
-        require(dst.dtype == torch.float32, where,
-                f"dst must be float32 (fp32 accumulation) on NeuronCore-v{target.generation} "
-                f"({target.name}), got {dtypes.name(dst.dtype)}")
+        require(
+            dst.dtype == torch.float32,
+            where,
+            f"dst must be float32 (fp32 accumulation) on NeuronCore-v{target.generation} "
+            f"({target.name}), got {dtypes.name(dst.dtype)}",
+        )
 
 
 def _tiling(where, tile_position, tile_size, generation):
     """Row/column tile limits from Tensor Engine tiling mode (default: the full 128x128 array)."""
     if not tile_position and not tile_size:
         return 128, 128
-    require(bool(tile_position) and bool(tile_size), where,
-            "tile_position and tile_size must both be set to use tiling mode")
+    require(
+        bool(tile_position) and bool(tile_size),
+        where,
+        "tile_position and tile_size must both be set to use tiling mode",
+    )
     row, col = (int(v) for v in tile_size)
     allowed = (64, 128) if generation < 3 else (32, 64, 128)
-    require(row in allowed and col in allowed, where,
-            f"tile_size {tuple(tile_size)} must use sizes {allowed}")
+    require(
+        row in allowed and col in allowed,
+        where,
+        f"tile_size {tuple(tile_size)} must use sizes {allowed}",
+    )
     start_row, start_col = (int(v) for v in tile_position)
     aligned = start_row % row == 0 and start_col % col == 0
-    require(aligned and start_row < 128 and start_col < 128, where,
-            f"tile_position {tuple(tile_position)} must be multiples of tile_size "
-            f"{tuple(tile_size)}")
+    require(
+        aligned and start_row < 128 and start_col < 128,
+        where,
+        f"tile_position {tuple(tile_position)} must be multiples of tile_size {tuple(tile_size)}",
+    )
     return row, col
 
 
 def _check_double_row(where, stationary, moving, tile_size, target):
     """FP8 double-row mode: NC-v3+, float8 inputs laid out as [K, 2, F], no column tiling."""
     require(target.generation >= 3, where, "double_row needs NeuronCore-v3 or newer")
-    require(stationary.dtype in _FP8 and moving.dtype in _FP8, where,
-            "double_row needs float8 inputs")
+    require(
+        stationary.dtype in _FP8 and moving.dtype in _FP8, where, "double_row needs float8 inputs"
+    )
     shapes_ok = stationary.ndim == moving.ndim == 3 and stationary.shape[1] == moving.shape[1] == 2
-    require(shapes_ok, where,
-            f"double_row needs [K, 2, F] inputs, got {stationary.shape} and {moving.shape}")
+    require(
+        shapes_ok,
+        where,
+        f"double_row needs [K, 2, F] inputs, got {stationary.shape} and {moving.shape}",
+    )
     require(not tile_size or tile_size[1] == 128, where, "double_row cannot use column tiling")
 
 
 def _check_shapes(where, dst, stationary, moving, rows, cols, contraction, target):
     """Partition/free size limits of the operands; returns (K, M, N)."""
     parts = stationary.shape[0]
-    require(moving.shape[0] == parts, where,
-            f"contraction (partition) dimension mismatch: stationary has {parts}, "
-            f"moving has {moving.shape[0]}")
+    require(
+        moving.shape[0] == parts,
+        where,
+        f"contraction (partition) dimension mismatch: stationary has {parts}, "
+        f"moving has {moving.shape[0]}",
+    )
     checks.partitions(where, "stationary", stationary, rows)
     m = stationary.free_size // contraction
     n = moving.free_size // contraction
     m_max = min(cols, GEMM_STATIONARY_FMAX)
     require(m <= m_max, where, f"stationary free size {m} exceeds gemm_stationary_fmax {m_max}")
     n_max = target.moving_fmax(dst.itemsize)
-    require(n <= n_max, where,
-            f"moving free size {n} exceeds gemm_moving_fmax {n_max} on {target.name}")
-    require(dst.shape[0] == m, where,
-            f"dst partition dimension {dst.shape[0]} must equal the stationary free size {m}")
-    require(dst.free_size == n, where,
-            f"dst free size {dst.free_size} must equal the moving free size {n}")
+    require(
+        n <= n_max, where, f"moving free size {n} exceeds gemm_moving_fmax {n_max} on {target.name}"
+    )
+    require(
+        dst.shape[0] == m,
+        where,
+        f"dst partition dimension {dst.shape[0]} must equal the stationary free size {m}",
+    )
+    require(
+        dst.free_size == n,
+        where,
+        f"dst free size {dst.free_size} must equal the moving free size {n}",
+    )
     if target.generation < 4:
         _bank_span(where, dst, target.psum_bank_bytes)
     return parts, m, n
 
 
-def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
-              perf_mode=matmul_perf_mode.none, name=None):
+def nc_matmul(
+    dst,
+    stationary,
+    moving,
+    is_stationary_onezero=False,
+    is_moving_onezero=False,
+    is_transpose=False,
+    accumulate=None,
+    tile_position=(),
+    tile_size=(),
+    perf_mode=matmul_perf_mode.none,
+    name=None,
+):
     """``dst (+)= stationary.T @ moving``: contraction over partitions, fp32 accumulation."""
     where = "nc_matmul"
     target = runtime.current().target
@@ -110,8 +162,11 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         checks.buffer(where, label, t, buffers.sbuf)
     _check_dtypes(where, stationary, moving, dst, is_transpose, target)
     rows, cols = _tiling(where, tile_position, tile_size, target.generation)
-    require(isinstance(perf_mode, matmul_perf_mode), where,
-            f"perf_mode must be a matmul_perf_mode, got {perf_mode!r}")
+    require(
+        isinstance(perf_mode, matmul_perf_mode),
+        where,
+        f"perf_mode must be a matmul_perf_mode, got {perf_mode!r}",
+    )
     double_row = perf_mode is matmul_perf_mode.double_row
     if double_row:
         _check_double_row(where, stationary, moving, tile_size, target)
@@ -125,13 +180,24 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         prior = psum_written(dst).reshape(m, n)
         result = torch.where(prior, read(dst).reshape(m, n) + result, result)
     elif accumulate:
-        require(bool(psum_written(dst).all()), where,
-                "accumulate=True on PSUM that was never written (undefined behaviour)")
+        require(
+            bool(psum_written(dst).all()),
+            where,
+            "accumulate=True on PSUM that was never written (undefined behaviour)",
+        )
         result = read(dst).reshape(m, n) + result
     write(dst, result)
-    issue(where, "tensor", [dst], [stationary, moving], free=n, moving=n,
-          fp32=stationary.dtype == torch.float32, double_row=double_row,
-          flops=0 if is_transpose else 2 * parts * contraction * m * n)
+    issue(
+        where,
+        "tensor",
+        [dst],
+        [stationary, moving],
+        free=n,
+        moving=n,
+        fp32=stationary.dtype == torch.float32,
+        double_row=double_row,
+        flops=0 if is_transpose else 2 * parts * contraction * m * n,
+    )
 
 
 def nc_transpose(dst, data, engine=E.unknown, name=None):
@@ -151,15 +217,31 @@ def nc_transpose(dst, data, engine=E.unknown, name=None):
         checks.on_chip(where, "data", data)
         checks.on_chip(where, "dst", dst)
     checks.partitions(where, "data", data, limit)
-    require(data.free_size <= limit, where,
-            f"data free size {data.free_size} exceeds maximum {limit} ({eng.name} engine)")
-    require(dst.dtype == data.dtype, where,
-            f"dst dtype {dtypes.name(dst.dtype)} must equal data dtype {dtypes.name(data.dtype)}")
-    require(dst.shape[0] == data.free_size and dst.free_size == data.shape[0], where,
-            f"dst shape {dst.shape} is not the transpose of data shape {data.shape}")
+    require(
+        data.free_size <= limit,
+        where,
+        f"data free size {data.free_size} exceeds maximum {limit} ({eng.name} engine)",
+    )
+    require(
+        dst.dtype == data.dtype,
+        where,
+        f"dst dtype {dtypes.name(dst.dtype)} must equal data dtype {dtypes.name(data.dtype)}",
+    )
+    require(
+        dst.shape[0] == data.free_size and dst.free_size == data.shape[0],
+        where,
+        f"dst shape {dst.shape} is not the transpose of data shape {data.shape}",
+    )
     write(dst, data.host.reshape(data.shape[0], -1).T)
     if eng is E.tensor:
-        issue(where, "tensor", [dst], [data], free=data.shape[0], moving=data.shape[0],
-              fp32=data.itemsize == 4)
+        issue(
+            where,
+            "tensor",
+            [dst],
+            [data],
+            free=data.shape[0],
+            moving=data.shape[0],
+            fp32=data.itemsize == 4,
+        )
     else:
         issue(where, "vector", [dst], [data])

@@ -1,4 +1,5 @@
 """Reductions: along free axes (Vector engine) and across partitions (GpSimd)."""
+
 import operator
 
 import torch
@@ -19,8 +20,11 @@ def free_axes(where, t, axis):
     if 0 in axes:
         fail(where, "cannot reduce along the partition axis 0; reductions run only over free axes")
     expected = tuple(range(t.ndim - len(axes), t.ndim))
-    require(axes == expected, where,
-            f"axis {axes} must be the last contiguous free axes {expected} of a {t.ndim}-D tile")
+    require(
+        axes == expected,
+        where,
+        f"axis {axes} must be the last contiguous free axes {expected} of a {t.ndim}-D tile",
+    )
     return axes
 
 
@@ -36,8 +40,11 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     if negate:
         result = -result
     produced = result.numel() // data.shape[0]
-    require(dst.free_size == produced, where,
-            f"dst has {dst.free_size} elements per partition, the reduction produces {produced}")
+    require(
+        dst.free_size == produced,
+        where,
+        f"dst has {dst.free_size} elements per partition, the reduction produces {produced}",
+    )
     write(dst, result)
     issue(where, "vector", [dst], [data], free=data.free_size)
 
@@ -54,8 +61,18 @@ def tensor_partition_reduce(dst, op, data, name=None):
     issue(where, "gpsimd", [dst], [data])
 
 
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
-                         reduce_cmd=Cmd.reset_reduce, reduce_init=None, name=None):
+def tensor_scalar_reduce(
+    dst,
+    data,
+    op0,
+    operand0,
+    reduce_op,
+    reduce_res,
+    reverse0=False,
+    reduce_cmd=Cmd.reset_reduce,
+    reduce_init=None,
+    name=None,
+):
     """``dst = data <op0> operand0`` and reduce it along the free axes into ``reduce_res``."""
     where = "tensor_scalar_reduce"
     checks.on_chip(where, "dst", dst)
@@ -68,8 +85,9 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     red = alu.resolve(reduce_op, where, "reduce")
     out = apply(f0, read_pf(data), operand_value(operand0, parts), reverse0)
     write(dst, out)
-    regs = accumulate(runtime.current().vector_regs, reduce_cmd, red.reduce(out, (1,)), red,
-                      reduce_init, where)
+    regs = accumulate(
+        runtime.current().vector_regs, reduce_cmd, red.reduce(out, (1,)), red, reduce_init, where
+    )
     write(reduce_res, regs)
     issue(where, "vector", [dst, reduce_res], [data], reads=(operand0,))
 
@@ -80,9 +98,13 @@ def max8(dst, src, name=None):
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "src", src)
     checks.same_partitions(where, "dst", dst, "src", src)
-    require(8 <= src.free_size <= 16384, where,
-            f"src must have 8 to 16384 elements per partition, has {src.free_size}")
-    require(dst.free_size == 8, where,
-            f"dst must have 8 elements per partition, has {dst.free_size}")
+    require(
+        8 <= src.free_size <= 16384,
+        where,
+        f"src must have 8 to 16384 elements per partition, has {src.free_size}",
+    )
+    require(
+        dst.free_size == 8, where, f"dst must have 8 elements per partition, has {dst.free_size}"
+    )
     write(dst, torch.topk(read_pf(src), 8, dim=1).values)
     issue(where, "vector", [dst], [src])

@@ -1,4 +1,5 @@
 """Virtual registers: scalar values for dynamic loop bounds and offsets (resolved eagerly here)."""
+
 import operator
 
 from .. import checks
@@ -27,8 +28,9 @@ class VirtualRegister:
         return f"VirtualRegister({self.value})"
 
     def set(self, value, where):
-        require(not self.frozen, where,
-                "cannot write the induction variable of a dynamic_range loop")
+        require(
+            not self.frozen, where, "cannot write the induction variable of a dynamic_range loop"
+        )
         self.value = int(value)
 
 

@@ -1,4 +1,5 @@
 """tensor_tensor_scan: a per-partition recurrence along the free axis, as a parallel scan."""
+
 import torch
 
 from .. import alu, checks
@@ -25,8 +26,9 @@ def _affine(op, data, first, reverse, where, label):
     fail(where, f"{label} {op!r} is not supported; use nl.add, nl.subtract or nl.multiply")
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False,
-                       name=None):
+def tensor_tensor_scan(
+    dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None
+):
     """``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` along the free axis, starting at initial."""
     where = "tensor_tensor_scan"
     parts = checks.tile_pair(where, dst, ("data0", data0), ("data1", data1), ("initial", initial))

@@ -1,4 +1,5 @@
 """Batch-norm statistics: per-partition mean/variance via bn_stats chunks and bn_aggr."""
+
 import torch
 
 from .. import checks
@@ -25,10 +26,14 @@ def bn_stats(dst, data, name=None):
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "data", data)
     checks.same_partitions(where, "dst", dst, "data", data)
-    require(data.free_size <= BN_STATS_FMAX, where,
-            f"free size {data.free_size} exceeds bn_stats_fmax {BN_STATS_FMAX}")
-    require(dst.free_size == 6, where,
-            f"dst must have 6 elements per partition, has {dst.free_size}")
+    require(
+        data.free_size <= BN_STATS_FMAX,
+        where,
+        f"free size {data.free_size} exceeds bn_stats_fmax {BN_STATS_FMAX}",
+    )
+    require(
+        dst.free_size == 6, where, f"dst must have 6 elements per partition, has {dst.free_size}"
+    )
     x = read_pf(data)
     write(dst, torch.stack(_moments(x[:, 0::2]) + _moments(x[:, 1::2]), dim=1))
     issue(where, "vector", [dst], [data])
@@ -40,10 +45,14 @@ def bn_aggr(dst, data, name=None):
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "data", data)
     checks.same_partitions(where, "dst", dst, "data", data)
-    require(data.free_size % 3 == 0, where,
-            f"data must hold (count, mean, var*count) triples, has {data.free_size} elements")
-    require(dst.free_size == 2, where,
-            f"dst must have 2 elements per partition, has {dst.free_size}")
+    require(
+        data.free_size % 3 == 0,
+        where,
+        f"data must hold (count, mean, var*count) triples, has {data.free_size} elements",
+    )
+    require(
+        dst.free_size == 2, where, f"dst must have 2 elements per partition, has {dst.free_size}"
+    )
     triples = read_pf(data).reshape(data.shape[0], -1, 3)
     count, mean, m2 = triples.unbind(2)
     total = count.sum(1, keepdim=True)

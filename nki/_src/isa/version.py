@@ -1,4 +1,5 @@
 """nisa.get_nc_version: the NeuronCore generation kernels run for."""
+
 from .. import runtime
 from ..enums import nc_version
 

@@ -1,4 +1,5 @@
 """Creating tensors: uninitialized, constant-filled, random and shared constants."""
+
 import numpy as np
 import torch
 

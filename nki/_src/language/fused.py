@@ -1,4 +1,5 @@
 """Fused helpers built from the elementwise and reduction functions."""
+
 from .. import alu
 
 

@@ -1,4 +1,5 @@
 """nl.matmul and nl.transpose, lowered onto nc_transpose / nc_matmul."""
+
 from .. import buffers, checks
 from ..enums import engine
 from ..errors import require
@@ -28,7 +29,8 @@ def matmul(x, y, transpose_x=False):
     stationary = to_sbuf(x)
     if not transpose_x:
         stationary = to_sbuf(transpose(stationary))
-    out = NkiTensor.allocate((stationary.free_size, y.free_size), "float32", buffers.psum,
-                             op="nl.matmul")
+    out = NkiTensor.allocate(
+        (stationary.free_size, y.free_size), "float32", buffers.psum, op="nl.matmul"
+    )
     nc_matmul(dst=out, stationary=stationary, moving=to_sbuf(y))
     return out

@@ -1,4 +1,5 @@
 """The nl implementations behind every ``alu`` operator (elementwise, compare, unary, reduce)."""
+
 import numbers
 
 import torch
@@ -14,8 +15,11 @@ def _value(v, compute):
     """A tile's values, or a scalar, as a host tensor in the compute dtype."""
     if isinstance(v, NkiTensor):
         return read(v, compute)
-    require(isinstance(v, numbers.Number), "operand",
-            f"expected a tile or a scalar, got {type(v).__name__}")
+    require(
+        isinstance(v, numbers.Number),
+        "operand",
+        f"expected a tile or a scalar, got {type(v).__name__}",
+    )
     return torch.tensor(v, dtype=compute)
 
 
@@ -70,8 +74,9 @@ def _reduce(op, x, axis, dtype=None, keepdims=False, *, dst=None):
     if result.dim() < 2:
         result = result.reshape(x.shape[0], 1)
     if dst is None:
-        dst = NkiTensor.allocate(result.shape, x.dtype if dtype is None else dtype, buffers.sbuf,
-                                 op=where)
+        dst = NkiTensor.allocate(
+            result.shape, x.dtype if dtype is None else dtype, buffers.sbuf, op=where
+        )
     write(dst, result)
     issue(where, "vector", [dst], [x], free=x.free_size)
     return dst
@@ -82,8 +87,9 @@ def where(condition, x, y, dtype=None):
     values = [v for v in (x, y) if isinstance(v, NkiTensor)]
     if dtype is None:
         dtype = dtypes.promote(*(v.dtype for v in values)) if values else dtypes.float32
-    return _elementwise(_WHERE, (condition, x, y), dtype, None,
-                        lambda c, a, b: torch.where(c != 0, a, b))
+    return _elementwise(
+        _WHERE, (condition, x, y), dtype, None, lambda c, a, b: torch.where(c != 0, a, b)
+    )
 
 
 _WHERE = alu.Op("where", "binary")

@@ -1,4 +1,5 @@
 """Moving tiles between memories: nl.load, nl.store and assignment through views."""
+
 import numbers
 
 from .. import alu, buffers, checks
@@ -10,8 +11,9 @@ from ..tensor import NkiTensor
 def load(src, dtype=None):
     """Copy an HBM tensor into a new SBUF tile (dim 0 becomes the partition dim)."""
     checks.tensor("nl.load", "src", src)
-    dst = NkiTensor.allocate(src.shape, src.dtype if dtype is None else dtype, buffers.sbuf,
-                             op="nl.load")
+    dst = NkiTensor.allocate(
+        src.shape, src.dtype if dtype is None else dtype, buffers.sbuf, op="nl.load"
+    )
     dma_copy(dst=dst, src=src)
     return dst
 
@@ -45,8 +47,12 @@ def _assign(op, dst, value):
             dst.host.fill_(value)
         return
     checks.tensor("assign", "value", value)
-    same_view = (value._alloc is dst._alloc and value.shape == dst.shape
-                 and value.strides == dst.strides and value._offset == dst._offset)
+    same_view = (
+        value._alloc is dst._alloc
+        and value.shape == dst.shape
+        and value.strides == dst.strides
+        and value._offset == dst._offset
+    )
     if same_view:
         return
     if not (dst.buffer.on_chip and value.buffer.on_chip):

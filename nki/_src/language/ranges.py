@@ -1,4 +1,5 @@
 """Loop iterators. All static forms unroll (they are ``range``); dynamic ones run eagerly here."""
+
 import operator
 
 from ..isa.registers import VirtualRegister

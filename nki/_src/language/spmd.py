@@ -1,4 +1,5 @@
 """Position of the running instance in the SPMD / LNC launch grid."""
+
 import math
 import operator
 

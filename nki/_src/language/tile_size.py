@@ -1,4 +1,5 @@
 """Tile-size limits (``nl.tile_size``); memory sizes follow the current target."""
+
 from .. import runtime
 
 

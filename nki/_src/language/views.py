@@ -1,4 +1,5 @@
 """Shape helpers: nl.broadcast_to and nl.expand_dims."""
+
 from .. import alu, buffers
 from ..tensor import NkiTensor
 
