@@ -7,15 +7,9 @@ import shutil
 import sys
 import tempfile
 
+import compile_checks
 import pytest
 import torch
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "_dynamo"))
-
-import compile_checks  # noqa: E402
 
 # Where compiled code and compile artifacts go: each gets a directory of this run.
 _STATE_DIRS = {

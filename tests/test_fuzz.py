@@ -51,11 +51,9 @@ def compiled_chains(data):
 
 
 def test_eager_chains_match_cpu_exactly():
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     out = run_python(
-        "import test_fuzz\ntest_fuzz.eager_chains()",
-        env={"TORCH_NEURONX_64BIT": "native", "PYTHONPATH": path},
+        f"import runpy\nrunpy.run_path({__file__!r})['eager_chains']()",
+        env={"TORCH_NEURONX_64BIT": "native"},
         timeout=None if LONG_RUN else 600,
     )
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-20000:]

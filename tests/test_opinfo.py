@@ -6,15 +6,14 @@ import os
 import subprocess
 import sys
 
+import opinfo_sweep
 import pytest
 from opinfo_sweep import INEXACT, NARROWED, NARROWED_INSIDE
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _sweep(tmp_path, ops=None, env=None):
     out = tmp_path / "sweep.json"
-    command = [sys.executable, os.path.join(HERE, "opinfo_sweep.py"), "--json", str(out)]
+    command = [sys.executable, opinfo_sweep.__file__, "--json", str(out)]
     # A separate process, so that a crash fails this test instead of ending the run.
     proc = subprocess.run(
         command + (["--ops", ",".join(ops)] if ops else []),

@@ -1,6 +1,5 @@
 """Compiled graphs keep eager's guarantees: Trainium's policies apply, and memory may move."""
 
-import os
 import textwrap
 
 import pytest
@@ -9,14 +8,12 @@ from pyrun import run_python
 
 import torch_neuronx
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
 
 def run_checked(code, expected, env=None):
     """Runs `code` in a fresh interpreter, checking its compiled graphs' calls as the suite
     does in this process (compile_checks)."""
     wrapped = (
-        f"import sys\nsys.path.insert(0, {HERE!r})\nimport compile_checks\n"
+        "import compile_checks\n"
         "with compile_checks.logging_graph_calls() as calls:\n"
         f"{textwrap.indent(code, '    ')}\n"
         f"compile_checks.check_graph_calls(calls, {expected!r})\n"

@@ -1,12 +1,6 @@
-"""Shared fixtures for the nki tests: example imports and target selection."""
-
-import os
-import sys
+"""Shared fixtures for the nki tests: target selection."""
 
 import pytest
-
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "nki")
-sys.path.insert(0, os.path.abspath(EXAMPLES))
 
 
 @pytest.fixture(autouse=True)

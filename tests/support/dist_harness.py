@@ -5,7 +5,6 @@ import multiprocessing
 import os
 import pickle
 import socket
-import sys
 import tempfile
 import time
 import traceback
@@ -38,7 +37,6 @@ def _entry(fn, rank, world, port, out, args):
     import torch
 
     os.environ.update(rank_env(rank, world, port))
-    sys.path.insert(0, EXAMPLES)
     # One thread per rank, as torchrun sets it: spinning OpenMP workers of 4 ranks on 2 cores
     # would double the suite's run time.
     torch.set_num_threads(1)
