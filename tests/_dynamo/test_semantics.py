@@ -204,15 +204,3 @@ def test_custom_op_without_a_host_kernel_is_a_compile_failure(monkeypatch):
     with pytest.warns(UserWarning, match="device_only has no CPU kernel"):
         out = torch.compile(lambda t: device_only(t) + 1, backend="neuron")(x)
     assert_matches(out, x * 2 + 1)
-
-
-def test_ops_whose_decomposition_asks_for_the_device_compile():
-    # Inductor's masked_scatter decomposition asks for the device's backend features while the
-    # graph is still on neuron; the CPU code generator must decide instead, as for CPU graphs.
-    def scatter(x, mask, source):
-        return x.masked_scatter(mask, source)
-
-    args = (torch.zeros(2, 3), torch.tensor([[True, False, True]] * 2), torch.arange(1.0, 7.0))
-    compiled = torch.compile(scatter, backend="neuron", fullgraph=True)
-    out = compiled(*(a.to("neuron") for a in args))
-    assert out.device.type == "neuron" and torch.equal(out.cpu(), scatter(*args))

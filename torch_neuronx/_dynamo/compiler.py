@@ -22,7 +22,6 @@ from torch._dynamo.utils import counters
 from torch._functorch import config as functorch_config
 from torch._guards import TracingContext, detect_fake_mode
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-from torch._inductor.decomposition import select_decomp_table
 from torch.fx.node import map_aggregate
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -53,16 +52,7 @@ def compile_graph(gm, example_inputs, options, graph_metrics):
         functorch_config.patch(enable_autograd_cache=False, force_non_lazy_backward_lowering=True),
         toolchain.probes_skipped(),
     ):
-        return compile_fx(gm, example_inputs, inner_compile=inner, decompositions=_decompositions())
-
-
-def _decompositions():
-    """Inductor's decompositions, less those that ask Inductor about the graph's device: they
-    run while the graph is still on neuron, which Inductor does not know. The CPU code generator
-    meets those ops later, on the CPU, and decides as it does for CPU graphs."""
-    table = dict(select_decomp_table())
-    table.pop(torch.ops.aten.masked_scatter.default)  # asks has_backend_feature(device)
-    return table
+        return compile_fx(gm, example_inputs, inner_compile=inner)
 
 
 def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwargs):
