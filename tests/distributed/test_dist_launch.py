@@ -88,10 +88,8 @@ def test_torchrun_fsdp2_example():
     for flags in ((), ("--bf16",)):
         done = torchrun(2, [os.path.join(EXAMPLES, "train_fsdp2.py"), "--steps", "3", *flags])
         assert done.returncode == 0, done.stderr
-        # Ranks share torchrun's stdout, so another rank's line may follow a loss on its line.
-        losses[flags] = [
-            float(v) for v in re.findall(r"^step \d+: loss ([0-9.]+)", done.stdout, re.M)
-        ]
+        # Ranks share torchrun's stdout, so their lines may run into each other.
+        losses[flags] = [float(v) for v in re.findall(r"step \d+: loss ([0-9.]+)", done.stdout)]
         assert len(losses[flags]) == 3, done.stdout
         for rank in range(2):
             assert f"rank {rank} of 2 trained on neuron:{rank}" in done.stdout
