@@ -1,27 +1,51 @@
 PYTHON ?= python3
-# The one place the torch version is pinned; pyproject.toml states the supported range.
-TORCH_VERSION ?= 2.13.0
+# The one place torch is pinned; pyproject.toml states the supported range. Each supported
+# version has its own venv: 2.14.1 (the default, as TorchNeuron's public beta) in .venv, 2.13.0
+# in .venv-2.13 (`make test TORCH_VERSION=2.13.0`).
+TORCH_VERSION ?= 2.14.1
+ifeq ($(TORCH_VERSION),2.14.1)
 VENV := .venv
+# torchvision's wheels are built for one torch; PyPI's 0.28 does not import beside 2.13.0+cpu.
+# TorchTitan 0.3.0 needs torch 2.14 (torch.distributed.set_timeout).
+EXTRA_PACKAGES := torchvision==0.29.1 torchtitan==0.3.0
+else
+VENV := .venv-$(basename $(TORCH_VERSION))
+EXTRA_PACKAGES :=
+endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS := $(shell nproc)
 # Building imports torch, which would load the half-built backend of an earlier install.
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=$(JOBS)
+CSRC := $(shell find csrc -name '*.cpp' -o -name '*.h')
+# Each torch has its own build of the extension (setup.py's build directory); a torch_neuronx.pkg
+# file in the venv's site-packages names it, and torch_neuronx adds it to its __path__
+# (pkgutil.extend_path). So both venvs work from one checkout at the same time.
+LANE_BUILD := build/torch-$(TORCH_VERSION)
+EXTENSION := $(LANE_BUILD)/.built
 WHEEL_CHECK := build/wheel-check
 
 .PHONY: install demo test fuzz bench lint wheel-check clean
 
-install: $(STAMP)
+install: $(EXTENSION)
 
-$(STAMP): pyproject.toml setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==$(TORCH_VERSION) ninja setuptools wheel
+	$(PY) -m pip install -q torch==$(TORCH_VERSION) $(EXTRA_PACKAGES) ninja setuptools wheel
 	$(BUILD_ENV) $(PY) -m pip install -q --no-build-isolation -e '.[test,lint]'
 	touch $(STAMP)
 
+# Compiles what changed (ninja) and relinks.
+$(EXTENSION): $(STAMP) $(CSRC)
+	$(BUILD_ENV) $(PY) setup.py -q build_ext --force
+	echo $(CURDIR)/$(LANE_BUILD)/lib/torch_neuronx > $$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/torch_neuronx.pkg
+	touch $@
+
+# The demo through `torchneuron parity`: its loss curves on both devices, compared step by step,
+# with a plot (build/demo-parity.png) and a Markdown report.
 demo: install
-	$(PY) examples/demo.py
+	$(VENV)/bin/torchneuron parity -v --plot build/demo-parity.png --report build/demo-parity.md examples/demo.py
 
 test: install
 	$(PY) -m pytest -q tests
@@ -50,4 +74,4 @@ wheel-check: install
 		print(torch.linalg.inv(2 * torch.eye(2, device='neuron')).cpu().tolist(), torch_neuronx.__version__)"
 
 clean:
-	rm -rf build $(VENV) torch_neuronx/*.so
+	rm -rf build .venv .venv-2.13 torch_neuronx/*.so

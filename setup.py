@@ -4,6 +4,7 @@ torch_neuronx._C_dist (the c10d backend, the only module that uses pybind)."""
 import glob
 import os
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -11,6 +12,9 @@ core = sorted(glob.glob("csrc/runtime/*.cpp") + glob.glob("csrc/aten/*.cpp"))
 distributed = sorted(glob.glob("csrc/distributed/*.cpp"))
 # No debug info (-g0): with it, a clean build took 148 s instead of 86 s on 2 cores.
 COMPILE_ARGS = ["-O2", "-g0", "-fvisibility=hidden"]
+# Objects built against one torch never serve another: each torch version keeps its own build
+# directory, so moving between the supported versions relinks instead of recompiling.
+BUILD_DIR = f"build/torch-{torch.__version__.split('+')[0]}"
 
 setup(
     ext_modules=[
@@ -28,4 +32,5 @@ setup(
         ),
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    options={"build_ext": {"build_temp": f"{BUILD_DIR}/temp", "build_lib": f"{BUILD_DIR}/lib"}},
 )

@@ -9,10 +9,12 @@ _SO_PREFIX = "_C."
 
 
 def _library_path():
-    here = os.path.dirname(__file__)
-    for name in sorted(os.listdir(here)):
-        if name.startswith(_SO_PREFIX) and name.endswith(".so"):
-            return os.path.join(here, name)
+    import torch_neuronx
+
+    for folder in torch_neuronx.__path__:
+        for name in sorted(os.listdir(folder)):
+            if name.startswith(_SO_PREFIX) and name.endswith(".so"):
+                return os.path.join(folder, name)
     raise ImportError(
         "torch_neuronx's C++ extension is not built. Run `make install` (or "
         "`pip install --no-build-isolation -e .`) in the torchneuron checkout."
@@ -46,6 +48,7 @@ def register_device_module(module):
         op_policy.device_selecting_ops(),
         op_policy.host_composite_ops(),
         op_policy.fp8_data_ops(),
+        op_policy.native_namespaces(),
     )
     # The emulated cores compute on the host's CPU threads. A backward pass handed to a
     # per-device autograd thread would run a second OpenMP team that contends with this
