@@ -12,6 +12,12 @@ def _autoload():
 # Defined before importing torch: `import torch_neuronx` imports torch, whose autoload then
 # looks up _autoload on this partially initialised module. The order below is the load order.
 import importlib.metadata as _metadata
+import pkgutil as _pkgutil
+
+# In a checkout, the compiled modules come from the build directory of the installed torch (one
+# per supported version, named by torch_neuronx.pkg in the venv: see the Makefile), ahead of any
+# copy that an editable install built beside this file for another torch.
+__path__ = _pkgutil.extend_path(__path__, __name__)[::-1]
 
 import torch as _torch
 
@@ -25,6 +31,7 @@ from torch_neuronx import neuron  # needs the library
 _library.register_device_module(neuron)
 
 from torch_neuronx import distributed  # registers the "neuron" c10d backend
+from torch_neuronx import flex_attention as _flex_attention
 from torch_neuronx import metrics
 from torch_neuronx._dynamo import default_backend as _default_backend
 from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
@@ -33,6 +40,7 @@ from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_f
 
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
 _default_backend.install()
+_flex_attention.install()
 
 __version__ = _metadata.version("torchneuron")
 

@@ -1,4 +1,4 @@
-"""Where ATen ops run on the emulated NeuronCore: natively, on the CPU-fallback tier, or as host
+"""Where ops run on the emulated NeuronCore: natively, on the CPU-fallback tier, or as host
 composites.
 
 The principles are data (op_policy.json); this module turns their patterns into op names.
@@ -14,6 +14,13 @@ import torch
 from torch_neuronx import config
 
 _DEFAULT = os.path.join(os.path.dirname(__file__), "op_policy.json")
+# Keys whose kernel an op on neuron tensors runs before the device's fallback is reached.
+_DEVICE_GENERIC_KEYS = (
+    "PrivateUse1",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+    "CompositeImplicitAutograd",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,6 +89,23 @@ def device_selecting_ops():
 def host_composite_ops():
     """Composites that run their CPU implementation, autograd included, on host views."""
     return list(policy()["host_composites"]["ops"])
+
+
+def native_namespaces():
+    """Namespaces besides aten whose ops run natively (PyTorch's own); ops of other libraries
+    that reach a CPU kernel take the CPU-fallback tier."""
+    return list(policy()["library_ops"]["native_namespaces"])
+
+
+def is_library_fallback(op):
+    """Whether `op` (an OpOverload) is another library's op that takes the CPU-fallback tier: one
+    outside aten and the native namespaces that has a CPU kernel, no neuron kernel and no
+    composite one (what Fallback.cpp decides for the ops that reach it)."""
+    name = op.name()
+    if op.namespace == "aten" or op.namespace in native_namespaces():
+        return False
+    has_kernel = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, name)
+    return has_kernel("CPU") and not any(map(has_kernel, _DEVICE_GENERIC_KEYS))
 
 
 def fp8_data_ops():

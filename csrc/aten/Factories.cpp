@@ -13,9 +13,12 @@ namespace {
 
 void check_memory_format(std::optional<c10::MemoryFormat> format) {
   auto f = format.value_or(c10::MemoryFormat::Contiguous);
-  TORCH_CHECK(f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve,
-      "Neuron tensors only support contiguous or preserve memory format, got ", f,
-      ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
+  bool supported = f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve;
+  if (!supported) {
+    observe("excluded", "aten::empty.memory_format", "channels_last");
+  }
+  TORCH_CHECK(supported, "Neuron tensors only support contiguous or preserve memory format, got ",
+      f, ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
 }
 
 c10::DeviceIndex device_index(std::optional<c10::Device> device) {

@@ -13,6 +13,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 
@@ -66,8 +67,17 @@ struct OpInfo {
   // Draws random numbers from the default CPU generator, having no generator argument.
   bool implicit_rng;
   bool fp8_data_op;
+  // Defined by another library with a CPU kernel and no neuron kernel: the CPU-fallback tier.
+  bool library_op;
   OpCounts* counts;
 };
+
+bool is_library_op(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().name();
+  auto ns = name.substr(0, name.find("::"));
+  return ns != "aten" && native_namespaces().count(ns) == 0 &&
+         op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+}
 
 // What the host-kernel path needs to know about an op, computed once per op and thread.
 const OpInfo& op_info(const c10::OperatorHandle& op) {
@@ -96,9 +106,10 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   bool implicit_rng = !has_generator && op.hasTag(at::Tag::nondeterministic_seeded);
   bool fp8_data_op = fp8_data_ops().count(c10::toString(schema.operator_name())) > 0;
   return cache
-      .insert_or_assign(&schema,
-          OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns), has_generator,
-              implicit_rng, fp8_data_op, op_counts(c10::toString(schema.operator_name()))})
+      .insert_or_assign(
+          &schema, OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns),
+                       has_generator, implicit_rng, fp8_data_op, is_library_op(op),
+                       op_counts(c10::toString(schema.operator_name()))})
       .first->second;
 }
 
@@ -133,6 +144,10 @@ class HostCall {
 
   void run() {
     const auto& info = op_info(op_);
+    // `torchneuron check` reports what each fallback call cost: its copies and host time.
+    const bool observed = copy_ && observing();
+    const auto start =
+        observed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     fp8_data_op_ = info.fp8_data_op;
     if (copy_) {
       announce(*info.counts, /*compiled=*/false);
@@ -166,6 +181,11 @@ class HostCall {
     }
     if (policy_64bit() != Policy64::Native) {
       narrow_results(info.aliased_returns);
+    }
+    if (observed) {
+      auto elapsed = std::chrono::steady_clock::now() - start;
+      observe("fallback", info.counts->name, "",
+          {copied_, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()});
     }
   }
 
@@ -222,6 +242,7 @@ class HostCall {
         v = c10::Device(c10::DeviceType::CPU);
       }
     } else if (info.memory_format && is_channels_last(v)) {
+      observe("excluded", c10::toString(schema_.operator_name()), "channels_last");
       TORCH_CHECK(false, "Neuron tensors only support contiguous or preserve memory format, but ",
           schema_.operator_name(), " was asked for ", static_cast<c10::MemoryFormat>(v.toInt()),
           ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
@@ -284,6 +305,9 @@ class HostCall {
       }
     }
     if (!host) {
+      if (copy_) {
+        copied_ += static_cast<int64_t>(dev->nbytes());
+      }
       storages_.push_back({dev, copy_ ? copy_to_host(dev) : host_storage(dev)});
       host = &storages_.back().host;
     }
@@ -303,6 +327,9 @@ class HostCall {
     try {
       op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack_);
     } catch (const c10::NotImplementedError&) {
+      if (!op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
+        observe("no_kernel", c10::toString(schema_.operator_name()));
+      }
       TORCH_CHECK_NOT_IMPLEMENTED(op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
           "The operator '", schema_.operator_name(),
           "' is not supported on the neuron device: "
@@ -341,6 +368,7 @@ class HostCall {
           }
           if (hs->nbytes() > 0 && ds->data() != hs->data()) {
             std::memcpy(ds->mutable_data(), hs->data(), hs->nbytes());
+            copied_ += static_cast<int64_t>(hs->nbytes());
             count(Counter::HostToDeviceCopies);
             count(Counter::HostToDeviceBytes, static_cast<int64_t>(hs->nbytes()));
           }
@@ -376,6 +404,7 @@ class HostCall {
           c10::DispatchKey::PrivateUse1);
     }
     if (copy_) {
+      copied_ += static_cast<int64_t>(h.storage().nbytes());
       count(Counter::HostToDeviceCopies);
       count(Counter::HostToDeviceBytes, static_cast<int64_t>(h.storage().nbytes()));
       return to_device(std::move(h), device_);
@@ -400,6 +429,8 @@ class HostCall {
   const bool copy_;
   bool fp8_data_op_ = false;
   c10::DeviceIndex device_ = -1;
+  // Bytes the CPU-fallback tier copied between device and host in this call.
+  int64_t copied_ = 0;
   const c10::Argument* cpu_operand_ = nullptr;
   c10::SmallVector<StorageAlias, 4> storages_;
   c10::SmallVector<TensorArg, 4> tensors_;
@@ -419,8 +450,24 @@ void announce_fallback(const std::string& op, bool compiled) {
   announce(*op_counts(op), compiled);
 }
 
+std::unordered_set<std::string>& native_namespaces() {
+  static auto* namespaces = new std::unordered_set<std::string>();
+  return *namespaces;
+}
+
+namespace {
+
+// Every op that has no neuron kernel and no route of its own. ATen's, and those of PyTorch's own
+// namespaces, run natively; other libraries' ops have no NeuronCore kernel on Trainium, and take
+// the CPU-fallback tier, as the ATen ops the op policy names do.
+void run_unrouted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  HostCall(op, stack, op_info(op).library_op).run();
+}
+
+} // namespace
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_native>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_unrouted>());
 }
 
 } // namespace neuron

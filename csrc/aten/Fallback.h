@@ -3,12 +3,19 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <string>
+#include <unordered_set>
+
 namespace neuron {
 
 // Native tier: the CPU kernel runs directly on device memory (zero copy).
 void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // CPU-fallback tier: inputs are copied to the host, the CPU kernel runs, results are copied back.
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Namespaces besides aten whose ops run natively when they reach the host-kernel path without a
+// route (PyTorch's own; op_policy.json, library_ops). Ops of other namespaces with a CPU kernel
+// (other libraries' ops) take the CPU-fallback tier. Filled once, at load.
+std::unordered_set<std::string>& native_namespaces();
 // Reports one call of a CPU-fallback-tier op (eagerly or inside a compiled graph): counts it,
 // warns once per op, and raises when NEURON_FALLBACK_ENABLED=0.
 void announce_fallback(const std::string& op, bool compiled);

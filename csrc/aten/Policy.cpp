@@ -78,6 +78,7 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
     auto [lo, hi] = host.aminmax();
     auto low = lo.item<int64_t>();
     auto high = hi.item<int64_t>();
+    observe("int64", source, "", {host.numel(), low, high});
     constexpr auto kMin = std::numeric_limits<int32_t>::min();
     constexpr auto kMax = std::numeric_limits<int32_t>::max();
     TORCH_CHECK(low >= kMin && high <= kMax, "int64 value ", (low < kMin ? low : high), " from ",
@@ -89,6 +90,7 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
   auto narrow = dtype == c10::kDouble ? c10::kFloat : c10::kComplexFloat;
   host.copy_(host.to(narrow));
   count(Counter::Narrowed64Bit, host.numel());
+  observe("float64", source, "", {host.numel()});
 }
 
 bool fallback_enabled() {
@@ -107,6 +109,7 @@ std::unordered_set<std::string>& fp8_data_ops() {
 }
 
 void refuse_excluded(const char* feature, const std::string& op) {
+  observe("excluded", op, feature);
   TORCH_CHECK_NOT_IMPLEMENTED(false, feature, " are not supported on neuron (", op,
       "): TorchNeuron leaves them out. Keep them on the CPU and move dense tensors to neuron "
       "instead; see docs/limitations.md");
@@ -119,6 +122,36 @@ void log(const std::string& level, const std::string& message) {
     op->typed<void(std::string, std::string)>().call(level, message);
   } else {
     TORCH_WARN(message);
+  }
+}
+
+namespace {
+std::atomic<bool> g_observing{false};
+} // namespace
+
+bool observing() {
+  return g_observing.load(std::memory_order_relaxed);
+}
+
+void set_observing(bool on) {
+  if (on) {
+    auto op = c10::Dispatcher::singleton().findSchema({"neuron::observe", ""});
+    TORCH_CHECK(op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd),
+        "set_observing(True) needs the op neuron::observe(str kind, str op, str detail, int[] "
+        "values) defined first (torch_neuronx/cli/observe.py defines it)");
+  }
+  g_observing.store(on);
+}
+
+void observe(const char* kind, const std::string& op, const std::string& detail,
+    std::vector<int64_t> values) {
+  if (!observing()) {
+    return;
+  }
+  auto handle = c10::Dispatcher::singleton().findSchema({"neuron::observe", ""});
+  if (handle) {
+    handle->typed<void(std::string, std::string, std::string, std::vector<int64_t>)>().call(
+        kind, op, detail, std::move(values));
   }
 }
 
@@ -147,6 +180,7 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
+  observe("excluded", "aten::_make_dual", "Forward-mode automatic differentiation");
   TORCH_CHECK_NOT_IMPLEMENTED(false,
       "Forward-mode automatic differentiation (forward_ad dual "
       "tensors, torch.func.jvp, jacfwd) is not supported on neuron tensors: TorchNeuron leaves "

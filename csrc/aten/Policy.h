@@ -4,8 +4,10 @@
 
 #include <ATen/Tensor.h>
 
+#include <cstdint>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 namespace neuron {
 
@@ -42,5 +44,16 @@ constexpr char kQuantizedTensors[] = "Quantized tensors";
 
 // Sends a record to the Python `torch_neuronx` logger.
 void log(const std::string& level, const std::string& message);
+
+// `torchneuron check` listens to these policies at work. While observing (set by
+// torch.ops.neuron.set_observing), each event calls the Python op neuron::observe(kind, op,
+// detail, values), which can name the user's source line. Kinds and their values:
+//   fallback: bytes copied, host nanoseconds (detail "compiled": a compiled graph's call);
+//   int64: values, min, max; float64: values rounded to 32-bit precision;
+//   excluded: none (detail: the feature); no_kernel: none.
+bool observing();
+void set_observing(bool on);
+void observe(const char* kind, const std::string& op, const std::string& detail = "",
+    std::vector<int64_t> values = {});
 
 } // namespace neuron

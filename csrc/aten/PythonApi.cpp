@@ -77,13 +77,16 @@ std::string policy_64bit_name() {
 void record_compiled_fallback(std::vector<std::string> ops) {
   for (const auto& op : ops) {
     announce_fallback(op, /*compiled=*/true);
+    observe("fallback", op, "compiled", {0, 0});
   }
 }
 
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
     std::vector<std::string> mask_ops, std::vector<std::string> device_selecting_ops,
-    std::vector<std::string> host_composite_ops, std::vector<std::string> fp8_ops) {
+    std::vector<std::string> host_composite_ops, std::vector<std::string> fp8_ops,
+    std::vector<std::string> namespaces) {
   fp8_data_ops().insert(fp8_ops.begin(), fp8_ops.end());
+  native_namespaces().insert(namespaces.begin(), namespaces.end());
   auto counts = route_ops({std::move(cpu_fallback_ops), std::move(mask_ops),
       std::move(device_selecting_ops), std::move(host_composite_ops)});
   return {counts.native, counts.cpu_fallback, counts.mask_dependent, counts.host_composite};
@@ -192,9 +195,10 @@ TORCH_LIBRARY(neuron, m) {
   m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);
   m.def(
       "route(str[] cpu_fallback_ops, str[] mask_ops, str[] device_selecting_ops, "
-      "str[] host_composite_ops, str[] fp8_ops) -> int[]",
+      "str[] host_composite_ops, str[] fp8_ops, str[] native_namespaces) -> int[]",
       &route);
   m.def("counters() -> (str[], int[])", &counters);
+  m.def("set_observing(bool on) -> ()", &set_observing);
   m.def("clear_counters() -> ()", &reset_counters);
   m.def("host_memory_stats() -> (str[], int[])", &host_memory_stats);
   m.def("device_count() -> int", &count);

@@ -1,6 +1,7 @@
 // Views, storage and tensor-identity kernels. These touch only metadata, or grow storage
 // through the device allocator, so they run directly on neuron tensors.
 
+#include "aten/Policy.h"
 #include "runtime/Device.h"
 
 #include <ATen/native/Resize.h>
@@ -18,9 +19,12 @@ namespace {
 const at::Tensor& resize_(
     const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
   auto f = memory_format.value_or(c10::MemoryFormat::Contiguous);
-  TORCH_CHECK(f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve,
-      "Neuron tensors only support contiguous or preserve memory format, got ", f,
-      ". See docs/limitations.md");
+  bool supported = f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve;
+  if (!supported) {
+    observe("excluded", "aten::resize_", "channels_last");
+  }
+  TORCH_CHECK(supported, "Neuron tensors only support contiguous or preserve memory format, got ",
+      f, ". See docs/limitations.md");
   return at::native::resize_(self, size, memory_format);
 }
 

@@ -26,7 +26,7 @@ from torch.fx.node import map_aggregate
 from torch.utils._python_dispatch import _disable_current_modes
 
 from torch_neuronx import op_policy
-from torch_neuronx._dynamo import artifacts, cache, metrics, toolchain
+from torch_neuronx._dynamo import artifacts, cache, flex_attention, metrics, toolchain
 from torch_neuronx._dynamo.runtime import HOST, HostGraph
 
 # Part of every cache key: change it when the same graph would compile differently.
@@ -64,6 +64,7 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     else:
         kind = "forward"
     placements = _placements(gm, kind)
+    flex_attention.legalize(gm, example_inputs)
     # AOTAutograd calls us inside its fake mode; the graph's constants are real tensors.
     with _disable_current_modes():
         _retarget_to_host(gm)
@@ -193,7 +194,7 @@ def _cpu_fallback_ops(gm):
         for node in gm.graph.nodes
         if node.op == "call_function"
         and isinstance(node.target, torch._ops.OpOverload)
-        and node.target.name() in fallback
+        and (node.target.name() in fallback or op_policy.is_library_fallback(node.target))
     ]
 
 

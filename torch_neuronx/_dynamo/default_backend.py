@@ -9,11 +9,19 @@ import functools
 import warnings
 
 import torch
+from torch.utils import _pytree as pytree
 
 
 def _on_neuron(gm, example_inputs):
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
     tensors += [*gm.parameters(), *gm.buffers()]
+    # A graph may create its neuron tensors itself, with no tensor inputs (create_block_mask).
+    for node in gm.graph.nodes:
+        tensors += [
+            v
+            for v in pytree.tree_leaves(node.meta.get("example_value"))
+            if isinstance(v, torch.Tensor)
+        ]
     return any(t.device.type == "neuron" for t in tensors)
 
 
