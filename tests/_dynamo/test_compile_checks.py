@@ -26,3 +26,13 @@ def test_eager_forward_and_backward_of_a_graph_are_caught():
 def test_a_test_that_runs_no_graph_is_caught_when_it_should():
     with pytest.raises(AssertionError, match="no graph compiled by the neuron backend ran"):
         compile_checks.check_graph_calls([], "compiled")
+
+
+def test_zero_gradients_autograd_gives_unused_outputs_are_not_eager_ops():
+    # Only the first output is backpropagated: autograd fills the second's gradient with zeros,
+    # eagerly, before the compiled backward runs, as on any device.
+    x = torch.randn(4, 3, device="neuron", requires_grad=True)
+    loss, unused = torch.compile(lambda t: ((t * 2).sum(), torch.relu(t)), backend="neuron")(x)
+    loss.backward()
+    assert unused.requires_grad
+    assert torch.equal(x.grad.cpu(), torch.full((4, 3), 2.0))

@@ -40,11 +40,14 @@ def _native_op_counts():
     }
 
 
-def _ops_since(before):
+def _ops_since(before, expected=None):
+    """The neuron ops that ran since the counts ``before``, beyond ``expected`` runs of some."""
+    expected = expected or {}
     return sorted(
         op
         for name, value in _native_op_counts().items()
-        if value > before.get(name, 0) and not _is_view(op := name[len(_NATIVE_OP) :])
+        if value - before.get(name, 0) > expected.get(op := name[len(_NATIVE_OP) :], 0)
+        and not _is_view(op)
     )
 
 
@@ -62,10 +65,14 @@ def _log_backward_runs(node, calls):
     before = []
 
     def start(grad_outputs):
-        before.append(_native_op_counts())
+        # Outputs that got no gradient (a model's logits when only its loss is backpropagated)
+        # get zeros from autograd after this hook, before the compiled backward runs: one eager
+        # zero_ each, on any device, outside the graph.
+        zero_filled = sum(g is None for g in grad_outputs)
+        before.append((_native_op_counts(), {"aten::zero_": zero_filled}))
 
     def finish(grad_inputs, grad_outputs):
-        calls.append(GraphCall("backward", _ops_since(before.pop())))
+        calls.append(GraphCall("backward", _ops_since(*before.pop())))
 
     node.register_prehook(start)
     node.register_hook(finish)
