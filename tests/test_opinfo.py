@@ -1,59 +1,53 @@
-"""PyTorch's own OpInfo samples (float32, forward and backward) on neuron against the CPU, bit
-for bit; opinfo_sweep.py lists the few samples that cannot match, and why."""
+"""PyTorch's own OpInfo samples (float32, forward, and forward and backward) on neuron against
+the CPU, bit for bit, through `torchneuron coverage`; opinfo_sweep.py lists the few samples
+that cannot match, and why."""
 
-import json
-import os
-import subprocess
-import sys
-
-import opinfo_sweep
 import pytest
-from opinfo_sweep import INEXACT, NARROWED, NARROWED_INSIDE
+import torch
+from opinfo_sweep import (
+    INEXACT,
+    NARROWED,
+    NARROWED_INSIDE,
+    QUANTILE_FLOAT64,
+    expected_count,
+    run_coverage,
+    unexplained,
+)
 
-
-def _sweep(tmp_path, ops=None, env=None):
-    out = tmp_path / "sweep.json"
-    command = [sys.executable, opinfo_sweep.__file__, "--json", str(out)]
-    # A separate process, so that a crash fails this test instead of ending the run.
-    proc = subprocess.run(
-        command + (["--ops", ",".join(ops)] if ops else []),
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        env={**os.environ, **(env or {})},
-    )
-    assert proc.returncode == 0, (
-        f"the sweep crashed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
-    )
-    print(proc.stdout)
-    return json.loads(out.read_text())
+SWEEPS = {"forward": [], "grad": ["--grad"]}
 
 
 @pytest.mark.slow
-def test_opinfo_sweep_matches_cpu_bit_for_bit(tmp_path):
-    stats = _sweep(tmp_path)
-    assert stats["ops"] > 600 and stats["samples"] > 15000
-    assert not stats["failures"], "\n".join(stats["failures"][:40])
-    assert stats["samples"] == (
-        stats["exact"] + stats["inexact"] + stats["excluded"] + stats["both_error"]
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_opinfo_sweep_matches_cpu_bit_for_bit(sweep):
+    report, _ = run_coverage(*SWEEPS[sweep])
+    summary = report["summary"]
+    print({k: v for k, v in summary.items() if not isinstance(v, dict)})
+    assert summary["entries"] > 500 and summary["samples"] > 10000
+    problems = unexplained(report)
+    assert not problems, "\n".join(problems[:40])
+    assert summary["samples"] == sum(
+        summary[k] for k in ("passed", "fallback", "excluded", "failed", "crashed")
     )
 
 
-def test_narrowing_is_the_whole_reason_for_the_listed_differences(tmp_path):
-    # With full 64-bit emulation every sample listed as narrowed matches the CPU, so the sweep
-    # reports each such entry as no longer needed (and finds nothing else).
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_narrowing_is_the_whole_reason_for_the_listed_differences(sweep):
+    # With full 64-bit emulation every sample listed as narrowed matches the CPU bit for bit.
     narrowed = {
-        name: expected
-        for name, (reason, expected) in INEXACT.items()
-        if reason in (NARROWED, NARROWED_INSIDE)
+        name
+        for name, (reason, counts) in INEXACT.items()
+        if reason in (NARROWED, NARROWED_INSIDE, QUANTILE_FLOAT64)
+        and expected_count(counts, sweep, torch.__version__)
     }
-    stats = _sweep(
-        tmp_path,
-        ops={name.split("[")[0] for name in narrowed},
+    report, _ = run_coverage(
+        *SWEEPS[sweep],
+        "--ops",
+        ",".join(narrowed),
         env={"TORCH_NEURONX_64BIT": "native"},
     )
-    assert stats["inexact"] == 0
-    assert sorted(stats["failures"]) == sorted(
-        f"{name}: 0 inexact samples, {expected} listed ({INEXACT[name][0]})"
-        for name, expected in narrowed.items()
-    )
+    swept = {entry["name"]: entry for entry in report["entries"]}
+    assert narrowed <= set(swept)
+    for name in narrowed:
+        entry = swept[name]
+        assert entry["bit_identical"] == entry["samples"], (name, entry["notes"])

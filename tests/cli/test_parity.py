@@ -1,0 +1,111 @@
+"""`torchneuron parity`: the same script on the CPU and on neuron, loss curve against loss curve."""
+
+import os
+
+import pytest
+from torchneuron_cli import run_json, script
+
+ACCEL = script("accel_train.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def parity(*args, **kwargs):
+    return run_json("parity", *args, **kwargs)
+
+
+def assert_schema(report):
+    """The JSON document has the documented shape (docs/cli.md)."""
+    assert report["schema"] == "torchneuron.parity/1"
+    assert report["verdict"] in ("bit-identical", "within tolerance", "diverged", "not compared")
+    assert report["source"] in ("backward", "metric")
+    for key in ("steps", "neuron_steps", "cpu_steps"):
+        assert isinstance(report[key], int)
+    assert report["runs"]["neuron"]["device"] == "neuron"
+    assert len(report["curves"]["neuron"]) == report["neuron_steps"]
+    assert len(report["curves"]["cpu"]) == report["cpu_steps"]
+
+
+def test_accel_script_is_bit_identical_with_a_plot_and_report(tmp_path):
+    plot, markdown = tmp_path / "curves.png", tmp_path / "parity.md"
+    out, report = parity(
+        "--plot", str(plot), "--report", str(markdown), ACCEL, "--accel", "--steps", "6"
+    )
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["verdict"] == "bit-identical" and report["steps"] == 6
+    assert report["curves"]["neuron"] == report["curves"]["cpu"]
+    # The same unchanged command ran on each device: torch.accelerator chose it.
+    runs = report["runs"]
+    assert runs["neuron"]["command"] == runs["cpu"]["command"]
+    assert runs["neuron"]["loss_devices"] == ["neuron"] and runs["cpu"]["loss_devices"] == ["cpu"]
+    assert (report["max_abs_diff"], report["first_difference"]) == (0.0, None)
+    assert plot.read_bytes().startswith(PNG_SIGNATURE)
+    text = markdown.read_text()
+    assert "**Verdict: bit-identical**" in text and "![neuron and CPU curves](curves.png)" in text
+
+
+def test_metric_regex_on_stdout_with_explicit_device_arguments():
+    out, report = parity(
+        "--metric", r"Loss: ([0-9.]+)", "--neuron-args=--accel", ACCEL, "--steps", "3"
+    )
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["source"] == "metric" and report["verdict"] == "bit-identical"
+    assert report["steps"] == 3 and all(v > 0 for v in report["curves"]["cpu"])
+    assert report["runs"]["neuron"]["command"].endswith("--steps 3 --accel")
+    assert report["runs"]["cpu"]["command"].endswith("--steps 3")
+
+
+def test_float64_training_is_within_tolerance():
+    # The device holds float64 at float32 precision, so the losses differ in their last bits.
+    out, report = parity(ACCEL, "--accel", "--steps", "4", "--double")
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["verdict"] == "within tolerance"
+    assert report["first_difference"] == 0 and report["first_divergence"] is None
+    assert 0 < report["max_rel_diff"] <= report["rtol"]
+
+
+def test_dropout_draws_from_another_generator_and_diverges():
+    # Model initialisation draws from the CPU generator only, so the device's generator is at
+    # another point of its stream when dropout draws its first mask.
+    out, report = parity(ACCEL, "--accel", "--steps", "3", "--dropout", "0.5")
+    assert_schema(report)
+    assert report["verdict"] == "diverged" and report["first_divergence"] == 0
+    assert out.returncode == 1
+
+
+def test_script_that_never_uses_the_device_is_not_compared():
+    out, report = parity(ACCEL, "--steps", "2")
+    assert_schema(report)
+    assert out.returncode == 3 and report["verdict"] == "not compared"
+    assert "its losses were on cpu" in report["reason"]
+    assert report["runs"]["cpu"] is None  # nothing to compare it with
+
+
+def test_run_that_fails_is_not_compared():
+    out, report = parity(script("porting.py"), "int64-overflow")
+    assert_schema(report)
+    assert out.returncode == 3 and report["verdict"] == "not compared"
+    assert "the neuron run failed at" in report["reason"] and "int32" in report["reason"]
+    assert report["runs"]["cpu"] is None
+
+
+def test_script_that_trains_on_both_devices_is_compared_within_its_run():
+    demo = os.path.join(ROOT, "examples", "demo.py")
+    out, report = parity(demo, env={"DEMO_STEPS": "3"}, timeout=300)
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["same_run"] and report["runs"]["cpu"] is None
+    # Five warm-up steps, then the demo's steps, on each device.
+    assert report["verdict"] == "bit-identical" and report["steps"] == 5 + 3
+
+
+@pytest.mark.slow
+def test_hugging_face_trainer_is_bit_identical():
+    out, report = parity(script("hf_trainer.py"), "--steps", "4", timeout=400)
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["runs"]["neuron"]["loss_devices"] == ["neuron"]
+    assert report["verdict"] == "bit-identical" and report["steps"] == 4
