@@ -5,9 +5,21 @@ class NkiValidationError(AssertionError):
     """Raised when hardware constraints are violated (an AssertionError, like AWS's simulator)."""
 
 
+# Called with each validation error before it is raised: `torchneuron check` records where
+# kernels break the rules, even when the caller catches the error.
+listeners = []
+
+
 def fail(op, message):
     """Raise a validation error prefixed with the instruction name."""
-    raise NkiValidationError(f"{op}: {message}")
+    error = NkiValidationError(f"{op}: {message}")
+    for listener in listeners:
+        listener(error)
+    try:
+        raise error
+    finally:
+        # Break the frame -> error -> traceback -> frame cycle so tiles are freed promptly.
+        del error
 
 
 def require(cond, op, message):
