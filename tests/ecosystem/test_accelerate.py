@@ -168,7 +168,7 @@ def test_fp16_autocast_with_grad_scaler_matches_cpu():
     torch.testing.assert_close(weights, cpu_weights, rtol=1e-3, atol=1e-3)
 
 
-def accelerate_launch(script, processes, home):
+def accelerate_launch(script, processes, home, **env_vars):
     """`accelerate launch` of `script` on `processes` processes of this machine."""
     command = [
         *(sys.executable, "-m", "accelerate.commands.launch"),
@@ -178,18 +178,19 @@ def accelerate_launch(script, processes, home):
         script,
     ]
     # A private HF_HOME: no accelerate config file of this machine's user applies.
-    env = dict(os.environ, HF_HOME=str(home), GLOO_SOCKET_IFNAME="lo")
+    env = dict(os.environ, HF_HOME=str(home), GLOO_SOCKET_IFNAME="lo", **env_vars)
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
 @pytest.mark.slow
 def test_accelerate_launch_ddp_synchronizes_gradients(tmp_path):
-    done = accelerate_launch(os.path.join(SUPPORT, "accelerate_ddp_job.py"), 2, tmp_path)
+    script = os.path.join(SUPPORT, "accelerate_ddp_job.py")
+    done = accelerate_launch(script, 2, tmp_path, REPORT_DIR=str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
-    reports = sorted(
-        (json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"rank"')),
-        key=lambda report: report["rank"],
-    )
+    reports = []
+    for rank in range(2):
+        with open(tmp_path / f"rank{rank}.json") as f:
+            reports.append(json.load(f))
     assert [r["rank"] for r in reports] == [0, 1], done.stdout + done.stderr
     grads, weights = accelerate_ddp_job.cpu_reference(world=2)
     for rank, report in enumerate(reports):

@@ -5,6 +5,7 @@ Also the single-process CPU reference on the whole batch, which tests/ecosystem 
 """
 
 import json
+import os
 
 import torch
 
@@ -81,7 +82,9 @@ def main():
         "grads": grads,
         "weights": flat(net.parameters()),
     }
-    print(json.dumps(report), flush=True)
+    # One file per rank: the ranks' stdout lines can run into each other.
+    with open(os.path.join(os.environ["REPORT_DIR"], f"rank{rank}.json"), "w") as f:
+        json.dump(report, f)
     accelerator.end_training()
 
 
