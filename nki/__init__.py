@@ -7,20 +7,23 @@ latency estimate.  PyTorch integration lives in ``nki.torch_integration``.  The 
 itself is the private ``nki._src`` package.
 """
 
-from . import cost_model, isa, language, typing  # noqa: F401
+from . import collectives, cost_model, dtype, isa, language, typing  # noqa: F401
 from ._src.cost_model import CostReport, benchmark, estimate
 from ._src.errors import NkiValidationError
-from ._src.jit import Kernel, jit, simulate
+from ._src.jit import Kernel, jit, per_rank, simulate
 
 __all__ = [
     "CostReport",
     "Kernel",
     "NkiValidationError",
     "benchmark",
+    "collectives",
+    "dtype",
     "estimate",
     "isa",
     "jit",
     "language",
+    "per_rank",
     "simulate",
     "typing",
 ]

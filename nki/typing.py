@@ -2,6 +2,8 @@
 
 import torch
 
+from ._src import dtypes
+
 
 class TensorType:
     """A tensor annotation: an optional dtype and a shape (annotations are not enforced)."""
@@ -32,6 +34,6 @@ class tensor:  # noqa: N801 - NKI name
         if len(items) == 1 and isinstance(items[0], (tuple, list)):
             items = tuple(items[0])
         dtype = None
-        if items and isinstance(items[0], torch.dtype):
-            dtype, items = items[0], items[1:]
+        if items and isinstance(items[0], (torch.dtype, dtypes.DType)):
+            dtype, items = dtypes.normalize(items[0]), items[1:]
         return TensorType(dtype, tuple(items))

@@ -76,6 +76,11 @@ divide = Op("divide", "binary", binary=torch.div)
 maximum = Op("maximum", "binary", binary=torch.maximum, reduce=_amax)
 minimum = Op("minimum", "binary", binary=torch.minimum, reduce=_amin)
 power = Op("power", "binary", binary=torch.pow, engine="gpsimd")
+fmod = Op("fmod", "binary", binary=torch.fmod)
+mod = Op("mod", "binary", binary=torch.remainder)
+# By magnitude, keeping the sign of the winner; ties go to y.
+abs_max = Op("abs_max", "binary", binary=lambda a, b: torch.where(a.abs() > b.abs(), a, b))
+abs_min = Op("abs_min", "binary", binary=lambda a, b: torch.where(a.abs() < b.abs(), a, b))
 # Comparisons and logic produce 0/1.
 equal = Op("equal", "compare", binary=_flag(torch.eq))
 not_equal = Op("not_equal", "compare", binary=_flag(torch.ne))
@@ -121,6 +126,29 @@ floor = Op("floor", "unary", unary=torch.floor)
 ceil = Op("ceil", "unary", unary=torch.ceil)
 logical_not = Op("logical_not", "unary", unary=lambda a: (a == 0).to(torch.float32))
 copy = Op("copy", "unary", unary=lambda a: a, engine="vector")
+tan = Op("tan", "unary", unary=torch.tan)
+trunc = Op("trunc", "unary", unary=torch.trunc)
+
+
+def _gelu_dx(a):
+    return 0.5 * (1 + torch.erf(a / 2**0.5)) + a * torch.exp(-0.5 * a * a) / (2 * torch.pi) ** 0.5
+
+
+def _silu_dx(a):
+    s = torch.sigmoid(a)
+    return s * (1 + a * (1 - s))
+
+
+def _gelu_apprx_sigmoid_dx(a):
+    s = torch.sigmoid(1.702 * a)
+    return s + 1.702 * a * s * (1 - s)
+
+
+# Derivatives used by backward kernels.
+gelu_dx = Op("gelu_dx", "unary", unary=_gelu_dx)
+silu_dx = Op("silu_dx", "unary", unary=_silu_dx)
+gelu_apprx_sigmoid_dx = Op("gelu_apprx_sigmoid_dx", "unary", unary=_gelu_apprx_sigmoid_dx)
+erf_dx = Op("erf_dx", "unary", unary=lambda a: 2 / torch.pi**0.5 * torch.exp(-a * a))
 
 # ``t[...] = v`` on a tensor view: the tensor module sits below nki.language, which implements
 # it (memset, DMA or an on-chip copy), so it is dispatched through this table too.

@@ -1,27 +1,135 @@
-"""NKI data types, represented by the torch dtypes that store them on the host."""
+"""NKI data types: string-valued names (``str(nl.float32) == "float32"``, as in NKI), each
+carrying the torch dtype that stores its values on the host.
+
+The 4x packed MX types (``float8_e4m3fn_x4``, ``float8_e5m2_x4``: 32 bits; ``float4_e2m1fn_x4``:
+16 bits) are stored as raw int32/int16 words; element ``j`` of a word sits in bits
+``[j*b, (j+1)*b)`` (b = 8 or 4), i.e. little-endian order as on the device.
+"""
 
 import numpy as np
 import torch
 
 from .errors import fail
 
-bool_ = torch.bool
-int8 = torch.int8
-int16 = torch.int16
-int32 = torch.int32
-uint8 = torch.uint8
-uint16 = torch.uint16
-uint32 = torch.uint32
-float16 = torch.float16
-bfloat16 = torch.bfloat16
-float32 = torch.float32
+
+class DType(str):
+    """An NKI dtype: its NKI name, the torch dtype storing it and (x4 types) the element format.
+
+    Equal to its name and to the numpy dtype of that name; equal to a torch dtype when it is the
+    NKI type that torch dtype maps to (``nl.float32 == torch.float32``, but ``nl.tfloat32`` is not).
+    """
+
+    def __new__(cls, name, storage, element=None):
+        self = super().__new__(cls, name)
+        self.torch = storage
+        self.element = element  # x4 types: the Element format of each packed value
+        return self
+
+    @property
+    def packed(self):
+        """True for the 4x packed MX types."""
+        return self.element is not None
+
+    @property
+    def itemsize(self):
+        return self.torch.itemsize
+
+    @property
+    def is_floating_point(self):
+        return self.packed or self.torch.is_floating_point
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return str.__eq__(self, other)
+        if isinstance(other, torch.dtype):
+            return _FROM_TORCH.get(other) is self
+        found = from_numpy(other)
+        return NotImplemented if found is None else found is self
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = str.__hash__
+
+    def __repr__(self):
+        return str.__str__(self)
+
+    def __reduce__(self):
+        return (by_name, (str.__str__(self),))
+
+
+class Element:
+    """The format of the values packed four to a word in an x4 type."""
+
+    __slots__ = ("name", "bits", "max_exp", "max_normal", "codes")
+
+    def __init__(self, name, bits, max_exp, max_normal, codes):
+        self.name = name
+        self.bits = bits
+        self.max_exp = max_exp  # largest unbiased exponent of a normal value
+        self.max_normal = max_normal
+        self.codes = codes  # float32 value of every code, indexed by the code
+
+    def decode(self, code):
+        """float32 values of integer codes."""
+        return self.codes[code.long()]
+
+    def encode(self, values):
+        """Codes of float32 ``values``, rounded to nearest even (as the Vector engine casts)."""
+        if self.bits == 8:
+            return values.to(_FP8[self.name]).view(torch.uint8).to(torch.int64)
+        # fp4 e2m1: no inf/NaN; magnitudes saturate at 6. Round to the nearest code, ties to
+        # the even code, by comparing against every representable magnitude.
+        mags = self.codes[:8]
+        a = values.abs().clamp(max=float(mags[-1]))
+        dist = (a.unsqueeze(-1) - mags).abs()
+        best = dist.min(-1, keepdim=True).values
+        ties = dist == best
+        even = torch.arange(8) % 2 == 0
+        code = torch.where(
+            (ties & even).any(-1), (ties & even).int().argmax(-1), ties.int().argmax(-1)
+        )
+        return code.to(torch.int64) | (torch.signbit(values).to(torch.int64) << 3)
+
+
+def _fp8_codes(dtype):
+    return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype).to(torch.float32)
+
+
+def _fp4_codes():
+    mags = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+    return torch.cat([mags, -mags])
+
+
+_FP8 = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+E4M3FN = Element("e4m3fn", 8, 8, 448.0, _fp8_codes(torch.float8_e4m3fn))
+E5M2 = Element("e5m2", 8, 15, 57344.0, _fp8_codes(torch.float8_e5m2))
+E2M1 = Element("e2m1", 4, 2, 6.0, _fp4_codes())
+
+bool_ = DType("bool", torch.bool)
+int8 = DType("int8", torch.int8)
+int16 = DType("int16", torch.int16)
+int32 = DType("int32", torch.int32)
+uint8 = DType("uint8", torch.uint8)
+uint16 = DType("uint16", torch.uint16)
+uint32 = DType("uint32", torch.uint32)
+float16 = DType("float16", torch.float16)
+bfloat16 = DType("bfloat16", torch.bfloat16)
+float32 = DType("float32", torch.float32)
 # tfloat32 has no host type; it is stored and computed as float32.
-tfloat32 = torch.float32
-# Legacy float8_e4m3 has no torch type; the OCP e4m3fn encoding stands in for it.
-float8_e4m3 = torch.float8_e4m3fn
-float8_e4m3fn = torch.float8_e4m3fn
-float8_e5m2 = torch.float8_e5m2
-float8_e8m0fnu = torch.float8_e8m0fnu
+tfloat32 = DType("tfloat32", torch.float32)
+# Legacy float8_e4m3 has no torch type; the OCP e4m3fn encoding stores it.
+float8_e4m3 = DType("float8_e4m3", torch.float8_e4m3fn)
+float8_e4m3fn = DType("float8_e4m3fn", torch.float8_e4m3fn)
+float8_e5m2 = DType("float8_e5m2", torch.float8_e5m2)
+float8_e8m0fnu = DType("float8_e8m0fnu", torch.float8_e8m0fnu)
+float8_e4m3fn_x4 = DType("float8_e4m3fn_x4", torch.int32, E4M3FN)
+float8_e5m2_x4 = DType("float8_e5m2_x4", torch.int32, E5M2)
+float4_e2m1fn_x4 = DType("float4_e2m1fn_x4", torch.int16, E2M1)
+# HBM tensors handed in from the host may also use these wider types.
+float64 = DType("float64", torch.float64)
+int64 = DType("int64", torch.int64)
 
 SUPPORTED = (
     bool_,
@@ -34,21 +142,63 @@ SUPPORTED = (
     float16,
     bfloat16,
     float32,
+    tfloat32,
+    float8_e4m3,
     float8_e4m3fn,
     float8_e5m2,
     float8_e8m0fnu,
+    float8_e4m3fn_x4,
+    float8_e5m2_x4,
+    float4_e2m1fn_x4,
 )
-# HBM tensors handed in from the host may also use these wider types.
-HOST_ONLY = (torch.float64, torch.int64)
+HOST_ONLY = (float64, int64)
+PACKED = (float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4)
 
-_BY_NAME = {str(dt).removeprefix("torch."): dt for dt in SUPPORTED + HOST_ONLY}
-_BY_NAME.update({"bool_": bool_, "tfloat32": tfloat32, "float8_e4m3": float8_e4m3})
+_BY_NAME = {str.__str__(dt): dt for dt in SUPPORTED + HOST_ONLY}
+_BY_NAME.update({"bool_": bool_, "float8e4": float8_e4m3, "float8e5": float8_e5m2})
+# The NKI type each torch dtype holds (the first listed wins: float32, not tfloat32).
+_FROM_TORCH = {}
+for _dt in SUPPORTED + HOST_ONLY:
+    if not _dt.packed:
+        _FROM_TORCH.setdefault(_dt.torch, _dt)
+
+
+def by_name(name):
+    """The NKI dtype called ``name``."""
+    return _BY_NAME[name]
+
+
+def from_torch(dtype):
+    """The NKI dtype a torch dtype stores, or None."""
+    return _FROM_TORCH.get(dtype)
+
+
+def from_numpy(dtype):
+    """The NKI dtype of a numpy dtype (or scalar type), or None if it has none.
+
+    x4 arrays are numpy uint32/uint16 arrays whose dtype carries ``metadata={"nki_dtype": name}``
+    or whose dtype is named after the x4 type (as extension-dtype packages name them).
+    """
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        return None
+    meta = np_dtype.metadata or {}
+    name = meta.get("nki_dtype", np_dtype.name)
+    found = _BY_NAME.get(name)
+    if found is not None and found.packed and np_dtype.itemsize != found.itemsize:
+        return None
+    return found
 
 
 def normalize(dtype, op="dtype"):
-    """Map an NKI, torch, numpy or string dtype to the torch dtype that stores it."""
-    if isinstance(dtype, torch.dtype):
+    """Map an NKI, torch, numpy or string dtype (or float/int/bool) to its NKI DType."""
+    if isinstance(dtype, DType):
         result = dtype
+    elif isinstance(dtype, str):
+        result = _BY_NAME.get(dtype.removeprefix("torch."))
+    elif isinstance(dtype, torch.dtype):
+        result = _FROM_TORCH.get(dtype)
     elif dtype is float:
         result = float32
     elif dtype is int:
@@ -56,12 +206,9 @@ def normalize(dtype, op="dtype"):
     elif dtype is bool:
         result = bool_
     else:
-        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-        result = _BY_NAME.get(name)
-        if result is None:
-            fail(op, f"unsupported dtype {dtype!r}")
-    if result not in SUPPORTED and result not in HOST_ONLY:
-        fail(op, f"unsupported dtype {result}")
+        result = from_numpy(dtype)
+    if result is None:
+        fail(op, f"unsupported dtype {dtype!r}")
     return result
 
 
@@ -71,6 +218,16 @@ def require_on_chip_dtype(dtype, op):
         fail(op, f"dtype {dtype} is not supported on chip")
 
 
+def require_unpacked(t, op, label="operand"):
+    """x4 tiles hold packed codes: only MX instructions, DMA and copies may use them."""
+    if t.dtype.packed:
+        fail(
+            op,
+            f"{label} has packed MX dtype {t.dtype}; only nc_matmul_mx, quantize_mx, DMA and "
+            "same-dtype copies accept x4 tiles",
+        )
+
+
 def is_float(dtype):
     """True for floating point dtypes."""
     return dtype.is_floating_point
@@ -78,19 +235,47 @@ def is_float(dtype):
 
 def promote(*dtypes):
     """The result dtype of an elementwise op: the highest-precision input dtype."""
-    result = dtypes[0]
+    result = dtypes[0].torch
     for dt in dtypes[1:]:
-        result = torch.promote_types(result, dt)
-    return result
+        result = torch.promote_types(result, dt.torch)
+    return from_torch(result)
 
 
 def sentinel(dtype):
-    """The fill value for fresh allocations: NaN for floats, 4 for integers (as AWS's simulator)."""
+    """The fill value for fresh allocations: NaN for floats, 4 for integers (as AWS's simulator).
+
+    x4 words are filled with NaN codes (fp8) or the code of -6 (fp4, which has no NaN)."""
     if dtype == bool_:
         return True
-    return float("nan") if dtype.is_floating_point else 4
+    if dtype.packed:
+        word = 0x7F7F7F7F if dtype.element.bits == 8 else 0xFFFF
+        return torch.tensor(word, dtype=torch.int64).to(dtype.torch).item()
+    return float("nan") if dtype.torch.is_floating_point else 4
 
 
 def name(dtype):
     """Short printable name of a dtype."""
-    return str(dtype).removeprefix("torch.")
+    return str.__str__(dtype) if isinstance(dtype, DType) else str(dtype).removeprefix("torch.")
+
+
+def unpack(words, dtype):
+    """float32 values of x4 ``words`` (int tensor ``[..., n]``) as ``[..., 4n]``."""
+    element = dtype.element
+    mask = (1 << element.bits) - 1
+    raw = words.to(torch.int64) & ((1 << (4 * element.bits)) - 1)
+    shifts = torch.arange(4) * element.bits
+    codes = (raw.unsqueeze(-1) >> shifts) & mask
+    return element.decode(codes).reshape(*words.shape[:-1], words.shape[-1] * 4)
+
+
+def pack(values, dtype):
+    """x4 words (``dtype.torch``) of float32 ``values`` ``[..., 4n]``, rounded to nearest even."""
+    element = dtype.element
+    codes = element.encode(values.reshape(*values.shape[:-1], -1, 4))
+    shifts = torch.arange(4) * element.bits
+    words = (codes << shifts).sum(-1)
+    if dtype.torch == torch.int32:
+        words = torch.where(words >= 2**31, words - 2**32, words)
+    else:
+        words = torch.where(words >= 2**15, words - 2**16, words)
+    return words.to(dtype.torch)

@@ -1,44 +1,45 @@
-"""Enumerations of the ISA API (engines, reduce commands, DMA and matmul modes)."""
+"""Enumerations of the ISA API (engines, reduce commands, DMA and matmul modes), with the
+documented values."""
 
-from enum import Enum
+from enum import Enum, IntEnum
 
 
 class engine(Enum):
     """Neuron Device engines."""
 
-    tensor = "tensor"
-    vector = "vector"
-    scalar = "scalar"
-    gpsimd = "gpsimd"
-    dma = "dma"
-    sync = "sync"
-    unknown = "unknown"
+    tensor = 1
+    vector = 5
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    sync = 6
+    unknown = 0
 
 
 class reduce_cmd(Enum):
     """Engine accumulator-register commands."""
 
-    idle = "idle"
-    reset = "reset"
-    reduce = "reduce"
-    reset_reduce = "reset_reduce"
-    load_reduce = "load_reduce"
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
 
 
 class dge_mode(Enum):
     """Descriptor Generation Engine mode."""
 
-    unknown = "unknown"
-    swdge = "swdge"
-    hwdge = "hwdge"
-    none = "none"
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
 
 
 class oob_mode(Enum):
     """Out-of-bounds access mode."""
 
-    error = "error"
-    skip = "skip"
+    error = 0
+    skip = 1
 
 
 class matmul_perf_mode(Enum):
@@ -48,8 +49,8 @@ class matmul_perf_mode(Enum):
     double_row = "double_row"
 
 
-class nc_version(Enum):
-    """NeuronCore version."""
+class nc_version(IntEnum):
+    """NeuronCore version (ordered: ``get_nc_version() >= nc_version.gen3``)."""
 
     gen2 = 2
     gen3 = 3
@@ -59,5 +60,5 @@ class nc_version(Enum):
 class dma_engine(Enum):
     """DMA transfer engine."""
 
-    dma = "dma"
-    gpsimd_dma = "gpsimd_dma"
+    dma = 1
+    gpsimd_dma = 2

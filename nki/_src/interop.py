@@ -4,12 +4,10 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-# numpy types that only exist through ml_dtypes, moved across as raw bits.
-_BIT_TYPES = {
-    "bfloat16": (np.uint16, torch.bfloat16),
-    "float8_e4m3fn": (np.uint8, torch.float8_e4m3fn),
-    "float8_e5m2": (np.uint8, torch.float8_e5m2),
-}
+from . import dtypes
+
+# Raw integer types of each width: numpy types torch cannot hold natively cross as bits.
+_RAW = {1: (np.uint8, torch.uint8), 2: (np.int16, torch.int16), 4: (np.int32, torch.int32)}
 
 
 def _host_view(t):
@@ -18,8 +16,11 @@ def _host_view(t):
 
 
 def is_tensor_arg(x):
-    """True for values passed to kernels as HBM tensors."""
-    return isinstance(x, (np.ndarray, torch.Tensor))
+    """True for values passed to kernels as HBM tensors (numeric arrays; a numpy array of
+    strings or objects is an ordinary constant argument)."""
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "biuf" or dtypes.from_numpy(x.dtype) is not None
+    return isinstance(x, torch.Tensor)
 
 
 def is_fake(x):
@@ -28,12 +29,8 @@ def is_fake(x):
 
 
 def dtype_of(x):
-    """The torch dtype of a numpy or torch argument."""
-    if isinstance(x, torch.Tensor):
-        return x.dtype
-    if x.dtype.name in _BIT_TYPES:
-        return _BIT_TYPES[x.dtype.name][1]
-    return torch.from_numpy(np.empty(0, dtype=x.dtype)).dtype
+    """The NKI dtype of a numpy or torch argument."""
+    return dtypes.normalize(x.dtype, "kernel argument")
 
 
 def shape_of(x):
@@ -51,10 +48,13 @@ def strides_of(x):
 def to_host(x):
     """A CPU torch tensor sharing memory with argument ``x`` (so in-place updates show)."""
     if isinstance(x, np.ndarray):
-        if x.dtype.name in _BIT_TYPES:
-            bits, dtype = _BIT_TYPES[x.dtype.name]
-            return torch.from_numpy(x.view(bits)).view(dtype)
-        return torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
+        if not x.flags.writeable:
+            x = x.copy()
+        dtype = dtypes.from_numpy(x.dtype)
+        if dtype is not None and (dtype.packed or x.dtype.kind == "V" or _foreign(x.dtype)):
+            raw_np, raw_torch = _RAW[x.dtype.itemsize]
+            return torch.from_numpy(x.view(raw_np)).view(raw_torch).view(dtype.torch)
+        return torch.from_numpy(x)
     if x.device.type == "cpu":
         return x.detach()
     if x.device.type == "neuron":
@@ -64,18 +64,36 @@ def to_host(x):
     )
 
 
-def to_numpy(t):
-    """A numpy array with ``t``'s values (bf16/fp8 need ml_dtypes, else they widen to float32)."""
+def _foreign(np_dtype):
+    """True for numpy extension types (ml_dtypes' bfloat16, float8, ...) torch cannot import."""
+    try:
+        torch.from_numpy(np.empty(0, dtype=np_dtype))
+    except TypeError:
+        return True
+    return False
+
+
+def to_numpy(t, dtype=None):
+    """A numpy array with ``t``'s values, typed as NKI ``dtype`` (default: ``t``'s).
+
+    bf16/fp8 arrays use ml_dtypes (without it they widen to float32); x4 arrays are raw
+    uint32/uint16 words whose dtype carries ``metadata={"nki_dtype": name}``."""
     t = t.detach().cpu().contiguous()
-    name = str(t.dtype).removeprefix("torch.")
-    if name in _BIT_TYPES:
-        try:
-            import ml_dtypes
-        except ImportError:
-            return t.to(torch.float32).numpy()
-        raw = torch.uint16 if t.element_size() == 2 else torch.uint8
-        return t.view(raw).numpy().view(getattr(ml_dtypes, name))
-    return t.numpy()
+    dtype = dtypes.from_torch(t.dtype) if dtype is None else dtype
+    if dtype.packed:
+        unsigned = np.uint32 if dtype.itemsize == 4 else np.uint16
+        words = t.view(_RAW[dtype.itemsize][1]).numpy().view(unsigned)
+        return words.view(np.dtype(unsigned, metadata={"nki_dtype": str.__str__(dtype)}))
+    try:
+        return t.numpy()
+    except TypeError:
+        pass
+    try:
+        import ml_dtypes
+    except ImportError:
+        return t.to(torch.float32).numpy()
+    raw_np, raw_torch = _RAW[t.element_size()]
+    return t.view(raw_torch).numpy().view(raw_np).view(getattr(ml_dtypes, dtypes.name(dtype)))
 
 
 def to_device(t, device):

@@ -15,7 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
-from . import buffers, interop, runtime, targets
+from . import buffers, interop, runtime, spmd, targets
 from .errors import fail
 from .tensor import NkiTensor
 
@@ -138,7 +138,8 @@ class Launch:
         tensors = [x for x in leaves if interop.is_tensor_arg(x)]
         device = tensors[0].device
         news = [
-            torch.empty(shape, dtype=dtype, device=device) for shape, dtype in special.new_outputs()
+            torch.empty(shape, dtype=dtype.torch, device=device)
+            for shape, dtype in special.new_outputs()
         ]
         return special.rebuild(news, tensors)
 
@@ -146,38 +147,113 @@ class Launch:
         """Execute every SPMD instance; returns (results, specialization)."""
         key = self.key(leaves, spec, target)
         special = self.kernel.specializations.get(key)
-        tensor_idx = [i for i, x in enumerate(leaves) if interop.is_tensor_arg(x)]
-        hosts = {i: interop.to_host(leaves[i]) for i in tensor_idx}
-        arg_buffer = buffers.shared_hbm if self.grid else buffers.private_hbm
-        shared, traces, peaks, result, wrapped = {}, [], [0, 0], None, {}
-        indices = itertools.product(*(range(g) for g in self.grid))
-        for index in indices:
-            ctx = runtime.KernelContext(
-                target, self.grid, index, shared, recorder=[] if special is None else None
-            )
-            with runtime.running(ctx), runtime.single_threaded():
-                wrapped = {i: NkiTensor.wrap(h, arg_buffer) for i, h in hosts.items()}
-                args, kwargs = pytree.tree_unflatten(
-                    [wrapped.get(i, x) for i, x in enumerate(leaves)], spec
-                )
-                result = self.kernel.fn(*args, **kwargs)
-            traces.append(ctx.recorder)
-            peaks = [
-                max(peaks[0], ctx.allocator.peak[buffers.sbuf]),
-                max(peaks[1], ctx.allocator.peak[buffers.psum]),
-            ]
-        arg_allocs = {id(w._alloc): pos for pos, w in enumerate(wrapped.values())}
+        runs = self._execute([leaves], spec, target, record=special is None)
+        result, wrapped, traces, peaks = runs[0]
+        arg_allocs = {id(w._alloc): pos for pos, w in enumerate(wrapped[-1].values())}
         if special is None:
+            written = set()
+            for instance_args in wrapped:
+                written.update(
+                    pos for pos, w in enumerate(instance_args.values()) if w._alloc.written
+                )
             special = Specialization(
                 target,
                 traces,
                 pytree.tree_map(lambda r: _signature(r, arg_allocs), result),
-                tuple(pos for pos, w in enumerate(wrapped.values()) if w._alloc.written),
+                tuple(sorted(written)),
                 *peaks,
             )
             self.kernel.specializations[key] = special
-        tensor_args = [leaves[i] for i in tensor_idx]
-        return pytree.tree_map(lambda r: _convert(r, arg_allocs, tensor_args), result), special
+        return self._results(result, arg_allocs, leaves), special
+
+    def run_ranks(self, rank_leaves, spec, target=None):
+        """Run the launch on ``len(rank_leaves)`` collective ranks at once; one result per rank."""
+        target = self.target(target)
+        runs = self._execute(rank_leaves, spec, target, record=False)
+        results = []
+        for leaves, (result, wrapped, _, _) in zip(rank_leaves, runs):
+            arg_allocs = {id(w._alloc): pos for pos, w in enumerate(wrapped[-1].values())}
+            results.append(self._results(result, arg_allocs, leaves))
+        return results
+
+    def _results(self, result, arg_allocs, leaves):
+        tensor_args = [x for x in leaves if interop.is_tensor_arg(x)]
+        return pytree.tree_map(lambda r: _convert(r, arg_allocs, tensor_args), result)
+
+    def _execute(self, rank_leaves, spec, target, record):
+        """Run every (rank, program) instance in one World.  Per rank: (the last program's
+        result, each program's wrapped arguments, traces, peak SBUF/PSUM bytes)."""
+        programs = list(itertools.product(*(range(g) for g in self.grid)))
+        num_ranks = len(rank_leaves)
+        arg_buffer = buffers.shared_hbm if self.grid else buffers.private_hbm
+        ranks = []
+        for leaves in rank_leaves:
+            tensor_idx = [i for i, x in enumerate(leaves) if interop.is_tensor_arg(x)]
+            originals = {i: interop.to_host(leaves[i]) for i in tensor_idx}
+            ranks.append(
+                {
+                    "leaves": leaves,
+                    "originals": originals,
+                    # Device buffers are dense: a strided argument is seen (by .ap() too) in
+                    # row-major order, so it runs on a contiguous copy written back afterwards.
+                    "hosts": {i: h.contiguous() for i, h in originals.items()},
+                    "dtypes": {i: interop.dtype_of(leaves[i]) for i in tensor_idx},
+                    "shared": {},
+                    "results": [None] * len(programs),
+                    "wrapped": [None] * len(programs),
+                    "contexts": [None] * len(programs),
+                }
+            )
+
+        def describe(instance):
+            rank, program = divmod(instance, len(programs))
+            where = f"program {programs[program]}" if self.grid else "the kernel"
+            return f"rank {rank} {where}" if num_ranks > 1 else where
+
+        world = spmd.World(num_ranks * len(programs), describe)
+
+        def body(instance):
+            rank, program = divmod(instance, len(programs))
+            state = ranks[rank]
+            ctx = runtime.KernelContext(
+                target,
+                self.grid,
+                programs[program],
+                state["shared"],
+                recorder=[] if record else None,
+                world=world,
+                instance=instance,
+                rank=rank,
+                num_ranks=num_ranks,
+            )
+            state["contexts"][program] = ctx
+            with runtime.running(ctx):
+                wrapped = {
+                    i: NkiTensor.wrap(h, arg_buffer, dtype=state["dtypes"][i])
+                    for i, h in state["hosts"].items()
+                }
+                state["wrapped"][program] = wrapped
+                args, kwargs = pytree.tree_unflatten(
+                    [wrapped.get(i, x) for i, x in enumerate(state["leaves"])], spec
+                )
+                state["results"][program] = self.kernel.fn(*args, **kwargs)
+                ctx.allocator.finish()
+
+        with runtime.single_threaded():
+            world.run(body)
+        for state in ranks:
+            for i, original in state["originals"].items():
+                if state["hosts"][i] is not original:
+                    original.copy_(state["hosts"][i])
+        runs = []
+        for state in ranks:
+            contexts = state["contexts"]
+            peaks = [
+                max(c.allocator.peak[b] for c in contexts) for b in (buffers.sbuf, buffers.psum)
+            ]
+            traces = [c.recorder for c in contexts]
+            runs.append((state["results"][-1], state["wrapped"], traces, peaks))
+        return runs
 
 
 def _stand_in(x):
@@ -213,7 +289,7 @@ def _convert(r, arg_allocs, tensor_args):
     host = r.host
     torch_args = [t for t in tensor_args if isinstance(t, torch.Tensor)]
     if not torch_args:
-        return interop.to_numpy(host)
+        return interop.to_numpy(host, r.dtype)
     return interop.to_device(host, torch_args[0].device)
 
 
@@ -228,8 +304,56 @@ def jit(fn=None, *, mode=None, platform_target=None, **compile_options):
     return Kernel(fn, platform_target=platform_target)
 
 
-def simulate(kernel):
-    """A callable running ``kernel`` (a jit kernel, a ``kernel[grid]`` or a function) on the CPU."""
-    if isinstance(kernel, (Kernel, Launch)):
-        return kernel
-    return Kernel(kernel)
+class PerRank:
+    """An argument of a multi-rank simulation whose value differs per collective rank."""
+
+    def __init__(self, values):
+        self.values = tuple(values)
+
+    def __repr__(self):
+        return f"nki.per_rank{self.values!r}"
+
+
+def per_rank(*values):
+    """``nki.per_rank(v0, v1, ...)``: rank ``r`` of a ``num_ranks`` simulation gets ``v_r``."""
+    return PerRank(values)
+
+
+class RankLaunch:
+    """A launch run on ``num_ranks`` collective ranks (logical NeuronCores) at once."""
+
+    def __init__(self, launch, num_ranks):
+        num_ranks = int(num_ranks)
+        if num_ranks < 1:
+            raise ValueError(f"num_ranks must be positive, got {num_ranks}")
+        self.launch = launch
+        self.num_ranks = num_ranks
+
+    def __call__(self, *args, **kwargs):
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        for x in leaves:
+            if isinstance(x, PerRank) and len(x.values) != self.num_ranks:
+                raise ValueError(
+                    f"{x!r} has {len(x.values)} values for {self.num_ranks} ranks; "
+                    "give one per rank"
+                )
+        rank_leaves = [
+            [x.values[r] if isinstance(x, PerRank) else x for x in leaves]
+            for r in range(self.num_ranks)
+        ]
+        return self.launch.run_ranks(rank_leaves, spec)
+
+
+def simulate(kernel, num_ranks=None):
+    """A callable running ``kernel`` (a jit kernel, a ``kernel[grid]`` or a function) on the CPU.
+
+    With ``num_ranks`` the kernel runs on that many collective ranks at once (``nki.collectives``
+    connect them); arguments wrapped in ``nki.per_rank(...)`` differ per rank, and the call
+    returns the list of the ranks' results.
+    """
+    launch = kernel if isinstance(kernel, (Kernel, Launch)) else Kernel(kernel)
+    if num_ranks is None:
+        return launch
+    if isinstance(launch, Kernel):
+        launch = Launch(launch, ())
+    return RankLaunch(launch, num_ranks)

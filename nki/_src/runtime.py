@@ -1,5 +1,6 @@
 """Per-kernel-instance execution state: target, SPMD position, allocator and trace recorder."""
 
+import threading
 from contextlib import contextmanager
 
 import torch
@@ -11,11 +12,29 @@ from .allocator import Allocator
 class KernelContext:
     """State of one running kernel instance (one program of the SPMD grid)."""
 
-    def __init__(self, target, grid=(), program_index=(), shared=None, recorder=None):
+    def __init__(
+        self,
+        target,
+        grid=(),
+        program_index=(),
+        shared=None,
+        recorder=None,
+        world=None,
+        instance=0,
+        rank=0,
+        num_ranks=1,
+    ):
         self.target = target
         self.grid = tuple(grid)
         self.program_index = tuple(program_index)
-        self.allocator = Allocator(target)
+        # Synchronization: the launch's World, this instance's number in it, its collective rank.
+        self.world = world
+        self.instance = instance
+        self.rank = rank
+        self.num_ranks = num_ranks
+        # Inside a launch, on-chip liveness follows the instruction schedule (checked when the
+        # kernel returns); the default context checks reachable tiles at every instruction.
+        self.allocator = Allocator(target, deferred=world is not None)
         # shared_hbm allocations are linked across the instances of one launch by name or
         # order; outside a launch (shared is None) nothing is linked.
         self.shared = shared
@@ -33,15 +52,24 @@ class KernelContext:
         return name or f"#{self.shared_seq}"
 
 
-_stack = []
+_local = threading.local()
 _default = None
+
+
+def _stack():
+    """This thread's stack of running kernel contexts."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
 
 
 def current():
     """The innermost running kernel context, or a default one outside any kernel."""
     global _default
-    if _stack:
-        return _stack[-1]
+    stack = _stack()
+    if stack:
+        return stack[-1]
     target = targets.get()
     if _default is None or _default.target is not target:
         _default = KernelContext(target)
@@ -50,17 +78,18 @@ def current():
 
 def inside_kernel():
     """True while a kernel instance is executing."""
-    return bool(_stack)
+    return bool(_stack())
 
 
 @contextmanager
 def running(ctx):
     """Make ``ctx`` the current context for the duration of the block."""
-    _stack.append(ctx)
+    stack = _stack()
+    stack.append(ctx)
     try:
         yield ctx
     finally:
-        _stack.pop()
+        stack.pop()
 
 
 @contextmanager

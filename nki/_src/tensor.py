@@ -1,4 +1,12 @@
-"""NkiTensor: a strided view (shape, strides, offset) over host storage in one memory space."""
+"""NkiTensor: a strided view (shape, strides, offset) over host storage in one memory space.
+
+On-chip tensors have two layouts.  *Logically* (``.strides``, ``.offset``, ``.ap()`` patterns)
+partition ``p`` starts ``row`` elements after partition ``p - 1``, where ``row`` is the
+tensor's elements per partition.  *Physically* the storage may place partitions further
+apart: a tile created with ``nl.ndarray(address=(partition, byte))`` lives inside the
+instance's physical SBUF/PSUM memory, where partitions are the memory's full size apart, so
+tiles given overlapping addresses share their bytes as on the device.
+"""
 
 import math
 import operator
@@ -7,9 +15,17 @@ import torch
 
 from . import alu, buffers, dtypes, runtime
 from .errors import fail, require
+from .objects import NKIObject
 
 PMAX = 128
 MAX_DIMS = 5
+
+# The pre-0.2 API (neuronxcc.nki) indexes with nl.arange expressions and tile values and
+# broadcasts tiles across partitions, and ``psum_tile += matmul_result`` accumulates like a
+# matmul into PSUM; its compatibility layer sets ``legacy`` to an object whose
+# ``getitem(t, key)``, ``setitem(t, key, value)``, ``broadcast_to(t, shape)`` and
+# ``iadd(t, other)`` return NotImplemented wherever this module's own semantics apply.
+legacy = None
 
 
 class DynSlice:
@@ -50,22 +66,70 @@ def row_major(shape):
     return tuple(reversed(strides))
 
 
-class NkiTensor:
+def _bytes_view(storage):
+    """A flat uint8 tensor over the whole of ``storage``'s memory."""
+    return torch.empty(0, dtype=torch.uint8).set_(storage.untyped_storage())
+
+
+def reinterpret(storage, dtype):
+    """A flat tensor of ``dtype`` (a torch dtype) over the whole of ``storage``'s memory."""
+    raw = _bytes_view(storage)
+    usable = raw.numel() // dtype.itemsize * dtype.itemsize
+    return raw[:usable].view(dtype)
+
+
+class NkiTensor(NKIObject):
     """A tensor view: storage in one buffer plus (shape, strides, offset) in elements."""
 
-    __slots__ = ("_alloc", "_base", "shape", "strides", "_offset", "_origin")
+    __slots__ = (
+        "_alloc",
+        "_base",
+        "_dtype",
+        "shape",
+        "_strides",
+        "_offset",
+        "_origin",
+        "_index",
+        "_invalid",
+    )
 
-    def __init__(self, alloc, base, shape, strides, offset, origin):
-        self._alloc = alloc
-        self._base = base  # torch tensor whose dtype and storage the view reads
-        self.shape = tuple(shape)
-        self.strides = tuple(strides)
-        self._offset = offset  # absolute storage offset (torch as_strided units)
-        self._origin = origin  # absolute offset of element 0 of the storage
+    def __init__(self, shape, dtype, storage=None, buffer=buffers.sbuf, name=""):
+        """Bind ``storage`` (torch tensor or numpy array; None: fresh memory) as a tensor."""
+        if storage is None:
+            made = NkiTensor.allocate(shape, dtype, buffer, name)
+        else:
+            from . import interop
+
+            host = interop.to_host(storage)
+            dtype = dtypes.normalize(dtype, "NkiTensor")
+            require(
+                host.numel() * host.element_size() >= math.prod(shape) * dtype.itemsize,
+                "NkiTensor",
+                f"storage of {host.numel()} elements is smaller than shape {tuple(shape)}",
+            )
+            made = NkiTensor.wrap(host, buffer, name).ap(
+                [[s, c] for s, c in zip(row_major(tuple(shape)), shape)], dtype=dtype
+            )
+        for slot in NkiTensor.__slots__:
+            object.__setattr__(self, slot, getattr(made, slot))
+
+    @classmethod
+    def _make(cls, alloc, base, dtype, shape, strides, offset, origin):
+        t = object.__new__(cls)
+        t._alloc = alloc
+        t._base = base  # torch tensor whose dtype and storage the view reads
+        t._dtype = dtype
+        t.shape = tuple(shape)
+        t._strides = tuple(strides)  # physical strides in ``base`` elements
+        t._offset = offset  # absolute storage offset (torch as_strided units)
+        t._origin = origin  # absolute offset of the allocation's element 0 (base units)
+        t._index = None  # vector-offset views: absolute storage offset of every element
+        t._invalid = None  # why the view cannot be accessed (an out-of-bounds access pattern)
+        return t
 
     # ---- creation -------------------------------------------------------------------------
     @classmethod
-    def allocate(cls, shape, dtype, buffer, name="", op="ndarray"):
+    def allocate(cls, shape, dtype, buffer, name="", op="ndarray", address=None):
         """Allocate storage, filled with the uninitialized-memory sentinel."""
         if not isinstance(buffer, buffers.Buffer):
             fail(op, f"buffer must be nl.sbuf, nl.psum or an HBM buffer, got {buffer!r}")
@@ -75,33 +139,52 @@ class NkiTensor:
         if buffer.on_chip:
             dtypes.require_on_chip_dtype(dtype, op)
             require(shape[0] <= PMAX, op, f"partition dimension {shape[0]} exceeds maximum {PMAX}")
+        elif address is not None:
+            fail(op, "address= places SBUF/PSUM tiles; HBM tensors have no on-chip address")
         numel = math.prod(shape)
+        row_bytes = numel // shape[0] * dtype.itemsize
+        if address is not None:
+            alloc = ctx.allocator.place(buffer, name, shape[0], row_bytes, address, op)
+            alloc.dtype = dtype
+            require(
+                alloc.col_bytes % dtype.itemsize == 0,
+                op,
+                f"address byte {alloc.col_bytes} is not aligned to {dtypes.name(dtype)}",
+            )
+            base = reinterpret(alloc.storage, dtype.torch)
+            origin = alloc.origin_bytes // dtype.itemsize
+            strides = (alloc.pitch_bytes // dtype.itemsize,) + row_major(shape)[1:]
+            return cls._make(alloc, base, dtype, shape, strides, origin, origin)
         key = ctx.shared_key(name) if buffer is buffers.shared_hbm else None
         alloc = None if key is None else ctx.shared.get(key)
         if alloc is None:
-            storage = torch.full((numel,), dtypes.sentinel(dtype), dtype=dtype)
-            row_bytes = numel // shape[0] * dtype.itemsize
+            storage = torch.full((numel,), dtypes.sentinel(dtype), dtype=dtype.torch)
             alloc = ctx.allocator.new(storage, buffer, name, row_bytes, numel * dtype.itemsize)
+            alloc.dtype = dtype
             if key is not None:
                 ctx.shared[key] = alloc
         require(
-            alloc.storage.numel() == numel and alloc.storage.dtype == dtype,
+            alloc.storage.numel() == numel and alloc.dtype == dtype,
             op,
             f"shared_hbm tensor {key} differs between SPMD instances",
         )
-        return cls(alloc, alloc.storage, shape, row_major(shape), 0, 0)
+        return cls._make(alloc, alloc.storage, dtype, shape, row_major(shape), 0, 0)
 
     @classmethod
-    def wrap(cls, t, buffer, name=""):
+    def wrap(cls, t, buffer, name="", dtype=None):
         """View a host torch tensor (a kernel argument) as an HBM tensor, without copying."""
         span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-        alloc = runtime.current().allocator.new(t, buffer, name, 0, span * t.element_size())
-        return cls(alloc, t, t.shape, t.stride(), t.storage_offset(), t.storage_offset())
+        nbytes = span * t.element_size()
+        alloc = runtime.current().allocator.new(t, buffer, name, nbytes, nbytes)
+        dtype = dtype or dtypes.from_torch(t.dtype)
+        alloc.dtype = dtype
+        origin = t.storage_offset()
+        return cls._make(alloc, t, dtype, t.shape, t.stride(), origin, origin)
 
     # ---- attributes -----------------------------------------------------------------------
     @property
     def dtype(self):
-        return self._base.dtype
+        return self._dtype
 
     @property
     def buffer(self):
@@ -124,29 +207,106 @@ class NkiTensor:
         return self._base.element_size()
 
     @property
+    def _row(self):
+        """Logical elements per partition of the allocation, in this view's element units."""
+        return self._alloc.row_bytes // self.itemsize
+
+    @property
+    def _pitch(self):
+        """Physical elements between partitions of the allocation, in this view's units."""
+        return self._alloc.pitch_bytes // self.itemsize
+
+    def _logical(self, absolute):
+        """Logical element offset of absolute storage offset ``absolute``."""
+        p, col = divmod(absolute - self._origin, self._pitch)
+        return p * self._row + col
+
+    def _physical(self, logical):
+        """Absolute storage offset of logical element offset ``logical``."""
+        p, col = divmod(logical, self._row)
+        return self._origin + p * self._pitch + col
+
+    def _logical_stride(self, stride):
+        p, col = divmod(stride, self._pitch)
+        return p * self._row + col
+
+    @property
+    def strides(self):
+        """Element strides of the view in the allocation's logical layout."""
+        if self._pitch == self._row:
+            return self._strides
+        return (self._logical_stride(self._strides[0]),) + self._strides[1:]
+
+    @property
     def offset(self):
-        """Element offset of this view from the start of its storage."""
-        return self._offset - self._origin
+        """Logical element offset of this view from the start of its allocation."""
+        return self._logical(self._offset)
 
     @property
     def host(self):
         """The torch view of this tensor's elements (writes land in the storage)."""
-        return self._base.as_strided(self.shape, self.strides, self._offset)
+        if self._invalid is not None:
+            fail("ap", self._invalid)
+        if self._index is not None:
+            fail(
+                "indirect",
+                "a vector_offset (gather/scatter) view can only be read or written by dma_copy",
+            )
+        return self._base.as_strided(self.shape, self._strides, self._offset)
+
+    def _flat_storage(self):
+        """The whole storage as a flat tensor of this view's element type."""
+        length = self._base.untyped_storage().nbytes() // self.itemsize
+        return self._base.as_strided((length,), (1,), 0)
+
+    def _in_bounds(self):
+        """Which elements of a vector-offset view address the allocation (bool, view's shape)."""
+        lo = self._origin
+        hi = lo + self._alloc.nbytes // self.itemsize
+        return (self._index >= lo) & (self._index < hi)
+
+    def gather(self):
+        """The elements of this view (any kind) and which of them are in bounds."""
+        if self._index is None:
+            return self.host, None
+        valid = self._in_bounds()
+        index = torch.where(valid, self._index, torch.full_like(self._index, self._origin))
+        return self._flat_storage()[index], valid
+
+    def scatter(self, values, mask=None):
+        """Store ``values`` (this view's shape) into the view's elements where ``mask`` holds."""
+        if self._index is None:
+            target = self.host
+            target.copy_(values if mask is None else torch.where(mask, values, target))
+            return
+        keep = self._in_bounds() if mask is None else mask & self._in_bounds()
+        self._flat_storage()[self._index[keep]] = values.to(self._base.dtype)[keep]
 
     @property
     def free_size(self):
         """Elements per partition (dim 0 is the partition dim; a scalar view has one)."""
         return self.size // self.shape[0] if self.shape else 1
 
+    @property
+    def partition_offset(self):
+        """First partition of an on-chip view within its physical memory."""
+        return self._alloc.partition0 + (self._offset - self._origin) // self._pitch
+
     def get_pattern(self):
         """The view as ``[[stride, count], ...]`` pairs, as accepted by ``ap``."""
         return [[s, c] for s, c in zip(self.strides, self.shape)]
 
     def is_contiguous(self):
-        """True if the view covers its elements in dense row-major order."""
-        return all(
-            st == rm for st, rm, s in zip(self.strides, row_major(self.shape), self.shape) if s > 1
-        )
+        """True if the view covers its elements in dense row-major order (per partition for
+        on-chip tensors)."""
+        dims = list(zip(self.shape, self.strides, row_major(self.shape)))
+        if self.buffer.on_chip:
+            dims = dims[1:]
+        return all(st == rm for s, st, rm in dims if s > 1)
+
+    def is_indirect(self):
+        """True for vector-offset (gather/scatter) views; scalar offsets resolve eagerly here."""
+        return self._index is not None
 
     def __len__(self):
         return self.shape[0]
@@ -158,14 +318,18 @@ class NkiTensor:
         )
 
     # ---- views ----------------------------------------------------------------------------
-    def _derive(self, v):
+    def _derive(self, v, dtype=None):
         """Wrap a torch view of ``self.host`` as an NkiTensor over the same storage."""
         origin = self._origin
         base = self._base
         if v.dtype != base.dtype:
             origin = origin * base.element_size() // v.element_size()
             base = v
-        return NkiTensor(self._alloc, base, v.shape, v.stride(), v.storage_offset(), origin)
+        if dtype is None:
+            dtype = self._dtype if v.dtype == self._base.dtype else dtypes.from_torch(v.dtype)
+        return NkiTensor._make(
+            self._alloc, base, dtype, v.shape, v.stride(), v.storage_offset(), origin
+        )
 
     def _keep_partition(self, op, moved):
         """On-chip tensors must keep dim 0 as the partition dim."""
@@ -173,14 +337,21 @@ class NkiTensor:
             fail(op, "cannot change the partition dimension of an on-chip tensor")
 
     def __getitem__(self, key):
+        if legacy is not None:
+            found = legacy.getitem(self, key)
+            if found is not NotImplemented:
+                return found
         key = _expand_key(key, self.ndim)
         on_chip = self.buffer.on_chip
-        torch_key, dropped = [], []
+        torch_key, dropped, empty = [], [], None
         for dim, (k, size) in enumerate(zip(key, self.shape)):
             if isinstance(k, DynSlice):
                 k = slice(k.start, k.start + k.size)
             if isinstance(k, slice):
-                torch_key.append(_check_slice(k, size, dim))
+                k = _check_slice(k, size, dim)
+                if k.start == k.stop:
+                    empty = f"empty slice [{k.start}:{k.stop}] (dim {dim}) accessed"
+                torch_key.append(k)
             elif isinstance(k, NkiTensor):
                 fail("index", "tensor-valued (dynamic) indices are not supported; use .ap()")
             else:
@@ -198,9 +369,17 @@ class NkiTensor:
         if on_chip and self.ndim - len(dropped) < 2 and dropped:
             dim = dropped[-1]
             torch_key[dim] = slice(torch_key[dim], torch_key[dim] + 1)
-        return self._derive(self.host[tuple(torch_key)])
+        if self._invalid is not None and self.size:
+            fail("ap", self._invalid)
+        raw = self._base.as_strided(self.shape, self._strides, self._offset)
+        view = self._derive(raw[tuple(torch_key)])
+        # An empty view may be built (e.g. a core's share of nothing) but not accessed.
+        view._invalid = empty or self._invalid
+        return view
 
     def __setitem__(self, key, value):
+        if legacy is not None and legacy.setitem(self, key, value) is not NotImplemented:
+            return
         alu.assign(self[key], value)
 
     def slice(self, dim, start, end, step=1):
@@ -210,8 +389,11 @@ class NkiTensor:
         return self[tuple(key)]
 
     def select(self, dim, index):
-        """View with ``dim`` fixed at ``index`` and removed."""
+        """View with ``dim`` fixed at ``index`` (an int, or a 1-element tile / register read at
+        run time) and removed."""
         self._keep_partition("select", dim == 0)
+        if isinstance(index, NkiTensor) or type(index).__name__ == "VirtualRegister":
+            index = _scalar_value(index)
         key = [slice(None)] * self.ndim
         key[dim] = index
         return self[tuple(key)]
@@ -275,6 +457,10 @@ class NkiTensor:
 
     def broadcast_to(self, shape):
         """View broadcasting size-1 dims to ``shape``."""
+        if legacy is not None:
+            found = legacy.broadcast_to(self, shape)
+            if found is not NotImplemented:
+                return found
         shape = tuple(shape)
         self._keep_partition("broadcast_to", shape[0] != self.shape[0])
         return self._derive(self.host.expand(shape))
@@ -283,24 +469,59 @@ class NkiTensor:
         """Reinterpret the bits as ``dtype``; the last dim rescales by the size ratio."""
         dtype = dtypes.normalize(dtype, "view")
         try:
-            return self._derive(self.host.view(dtype))
+            return self._derive(self.host.view(dtype.torch), dtype)
         except RuntimeError as e:
             fail(
                 "view", f"cannot reinterpret {dtypes.name(self.dtype)} as {dtypes.name(dtype)}: {e}"
             )
 
-    def ap(self, pattern, offset=None, *, scalar_offset=None, vector_offset=None, indirect_dim=0):
-        """Raw access pattern ``[[stride, count], ...]`` over the storage (not composable)."""
-        require(vector_offset is None, "ap", "vector_offset indirection is not supported")
+    reinterpret_cast = view
+
+    def _retyped(self, dtype):
+        """This view's storage seen as ``dtype`` (same bytes): (base, origin, offset)."""
+        if dtype.itemsize == self.itemsize:
+            return self._base.view(dtype.torch), self._origin, self._offset
+        size = dtype.itemsize
+        origin_bytes = self._origin * self.itemsize
+        offset_bytes = self._offset * self.itemsize
+        require(
+            origin_bytes % size == 0 and offset_bytes % size == 0,
+            "ap",
+            f"the view starts at byte {offset_bytes}, not aligned to {dtypes.name(dtype)} "
+            f"({size} bytes)",
+        )
+        return reinterpret(self._base, dtype.torch), origin_bytes // size, offset_bytes // size
+
+    def ap(
+        self,
+        pattern,
+        offset=None,
+        *,
+        scalar_offset=None,
+        vector_offset=None,
+        indirect_dim=0,
+        dtype=None,
+    ):
+        """Raw access pattern ``[[stride, count], ...]`` over the allocation's logical layout,
+        starting at this view's offset plus ``offset``; ``dtype`` reinterprets the bytes first."""
+        require(
+            vector_offset is None or scalar_offset is None,
+            "ap",
+            "vector_offset and scalar_offset are mutually exclusive",
+        )
+        require(self._index is None, "ap", "an indirect view cannot be re-indirected")
+        dtype = self._dtype if dtype is None else dtypes.normalize(dtype, "ap")
         pattern = [tuple(operator.index(v) for v in pair) for pair in pattern]
         require(all(len(p) == 2 for p in pattern), "ap", "pattern entries must be [stride, count]")
-        strides = tuple(s for s, _ in pattern)
+        strides = [s for s, _ in pattern]
         shape = as_shape([c for _, c in pattern], "ap")
-        start = self._offset if offset is None else self._origin + operator.index(offset)
+        base, origin, view_offset = self._retyped(dtype)
+        probe = NkiTensor._make(self._alloc, base, dtype, shape, strides, view_offset, origin)
+        row, pitch = probe._row, probe._pitch
+        start = probe._logical(view_offset) + (0 if offset is None else operator.index(offset))
         if scalar_offset is not None:
-            start += _scalar_value(scalar_offset) * strides[indirect_dim]
+            start += _scalar_value(scalar_offset) * self._indirect_stride(indirect_dim, dtype)
         if self.buffer.on_chip:
-            row = self._alloc.row_bytes // self.itemsize
             require(
                 shape[0] <= PMAX, "ap", f"partition dimension {shape[0]} exceeds maximum {PMAX}"
             )
@@ -309,16 +530,70 @@ class NkiTensor:
                 "ap",
                 f"partition stride {strides[0]} must equal the storage's free size {row}",
             )
-        extent = self._alloc.nbytes // self.itemsize
-        lo = start - self._origin
-        hi = lo + sum((c - 1) * s for s, c in pattern)
-        require(min(strides) >= 0, "ap", "negative strides are not supported")
+            strides[0] = pitch if shape[0] > 1 else strides[0]
+        extent = self._alloc.nbytes // dtype.itemsize
+        hi = start + sum((c - 1) * s for s, c in pattern)
+        require(min(s for s, _ in pattern) >= 0, "ap", "negative strides are not supported")
+        if vector_offset is not None:
+            step = self._indirect_stride(indirect_dim, dtype)
+            return probe._vector_indirect(shape, pattern, start, vector_offset, step)
+        if start < 0 or hi >= extent:
+            # Like a pointer, an out-of-bounds pattern is an error only once an instruction
+            # accesses it; DMA with oob_mode.skip skips the out-of-bounds elements.
+            view = NkiTensor._make(self._alloc, base, dtype, shape, strides, origin, origin)
+            view._invalid = (
+                f"access pattern covers elements [{start}, {hi}], outside the storage of {extent}"
+            )
+            if not self.buffer.on_chip:
+                offsets = torch.tensor(origin + start)
+                for stride, count in pattern:
+                    offsets = offsets.unsqueeze(-1) + torch.arange(count) * stride
+                view._index = offsets
+            return view
+        physical = probe._physical(start) if self.buffer.on_chip else origin + start
+        return NkiTensor._make(self._alloc, base, dtype, shape, strides, physical, origin)
+
+    def _indirect_stride(self, dim, dtype):
+        """Elements (of ``dtype``) that one step of an indirect index moves: the logical stride of
+        this tensor's dimension ``dim``."""
+        dim = operator.index(dim)
         require(
-            lo >= 0 and hi < extent,
-            "ap",
-            f"access pattern covers elements [{lo}, {hi}], outside the storage of {extent}",
+            0 <= dim < self.ndim, "ap", f"indirect_dim {dim} is not a dimension of {self.shape}"
         )
-        return NkiTensor(self._alloc, self._base, shape, strides, start, self._origin)
+        return self.strides[dim] * self.itemsize // dtype.itemsize
+
+    def _vector_indirect(self, shape, pattern, start, vector_offset, step):
+        """A gather/scatter view: partition ``p`` starts ``vector_offset[p] * step`` elements
+        after ``start`` (replacing the pattern's partition stride); other dims as patterned."""
+        where = "ap"
+        require(not self.buffer.on_chip, where, "vector_offset indexes HBM tensors only")
+        require(
+            isinstance(vector_offset, NkiTensor) and vector_offset.buffer.on_chip,
+            where,
+            "vector_offset must be an SBUF tile of one index per partition",
+        )
+        require(
+            vector_offset.free_size == 1 and vector_offset.shape[0] == shape[0],
+            where,
+            f"vector_offset must be ({shape[0]}, 1) (one index per partition of the pattern), "
+            f"got {vector_offset.shape}",
+        )
+        require(
+            not vector_offset.dtype.is_floating_point,
+            where,
+            f"vector_offset must hold integers, got {dtypes.name(vector_offset.dtype)}",
+        )
+        idx = vector_offset.host.reshape(-1).to(torch.int64)
+        offsets = (self._origin + start + idx * step).reshape([-1] + [1] * (len(shape) - 1))
+        for d, (stride, count) in enumerate(pattern[1:], start=1):
+            steps = torch.arange(count, dtype=torch.int64) * stride
+            offsets = offsets + steps.reshape([-1 if a == d else 1 for a in range(len(shape))])
+        strides = [s for s, _ in pattern]
+        t = NkiTensor._make(
+            self._alloc, self._base, self._dtype, shape, strides, start, self._origin
+        )
+        t._index = offsets.expand(shape).clone()
+        return t
 
     # ---- arithmetic sugar (lowered to nl elementwise ops) ---------------------------------
     def _binary(self, name, other, reverse=False):
@@ -356,7 +631,8 @@ class NkiTensor:
         return self._binary("multiply", -1.0)
 
     def __iadd__(self, other):
-        alu.add(self, other, dst=self)
+        if legacy is None or legacy.iadd(self, other) is NotImplemented:
+            alu.add(self, other, dst=self)
         return self
 
     def __isub__(self, other):
@@ -387,7 +663,7 @@ def _check_slice(s, size, dim):
     stop = size if s.stop is None else operator.index(s.stop)
     start = start + size if start < 0 else start
     stop = stop + size if stop < 0 else stop
-    require(start < stop, "index", f"empty slice [{start}:{stop}] (dim {dim})")
+    require(start <= stop, "index", f"slice [{start}:{stop}] ends before it starts (dim {dim})")
     require(
         start >= 0 and stop <= size,
         "index",

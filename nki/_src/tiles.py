@@ -2,9 +2,13 @@
 
 import torch
 
+from . import dtypes
+
 
 def read(t, dtype=torch.float32):
     """Values of view ``t`` as a new torch tensor (engines compute in fp32)."""
+    if t.dtype.packed:
+        dtypes.require_unpacked(t, "read")
     return t.host.to(dtype)
 
 
@@ -13,9 +17,44 @@ def read_pf(t, dtype=torch.float32):
     return read(t, dtype).reshape(t.shape[0], -1)
 
 
+def rows(t, where):
+    """A writable ``[partitions, elements per partition]`` view of ``t``'s storage."""
+    try:
+        return t.host.view(t.shape[0], -1)
+    except RuntimeError:
+        from .errors import fail
+
+        fail(where, f"tile {t.shape} must be contiguous within each partition")
+
+
 def write(dst, value):
-    """Store ``value`` (any shape with dst's element count, or broadcastable) into view ``dst``."""
+    """Store ``value`` (any shape with dst's element count, or broadcastable) into view ``dst``.
+
+    Float values stored into integer tiles round to nearest (ties to even) and saturate to the
+    destination's range, as the engines' output converters do."""
     view = dst.host
+    if dst.dtype.packed and value.dtype != view.dtype:
+        dtypes.require_unpacked(dst, "write", "dst")
+    if value.is_floating_point() and not view.dtype.is_floating_point and view.dtype != torch.bool:
+        info = torch.iinfo(view.dtype)
+        value = value.double().round().clamp(info.min, info.max)
     if value.numel() == view.numel():
         value = value.reshape(view.shape)
+    if any(st == 0 and n > 1 for n, st in zip(dst.shape, dst._strides)):
+        _write_overlapping(dst, value.expand(view.shape))
+        return
     view.copy_(value)
+
+
+def _write_overlapping(dst, value):
+    """Store into a view that reaches some elements more than once (a stride-0 access pattern):
+    elements are written in row-major order, so the last write to each location wins."""
+    offsets = torch.tensor(dst._offset)
+    for n, st in zip(dst.shape, dst._strides):
+        offsets = offsets.unsqueeze(-1) + torch.arange(n) * st
+    offsets, values = offsets.reshape(-1).flip(0), value.reshape(-1).flip(0)
+    unique, inverse = torch.unique(offsets, return_inverse=True)
+    first = torch.full_like(unique, offsets.numel()).scatter_reduce(
+        0, inverse, torch.arange(offsets.numel()), reduce="amin"
+    )
+    dst._flat_storage()[unique] = values[first].to(dst._base.dtype)

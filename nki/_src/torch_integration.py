@@ -68,7 +68,8 @@ def _call_fake(kernel_id, grid, consts, tensors):
     special = _KERNELS[kernel_id][tuple(grid)].specialization(*_decode(consts, tensors))
     device = tensors[0].device
     news = [
-        torch.empty(shape, dtype=dtype, device=device) for shape, dtype in special.new_outputs()
+        torch.empty(shape, dtype=dtype.torch, device=device)
+        for shape, dtype in special.new_outputs()
     ]
     return news + [torch.empty_like(tensors[i]) for i in special.mutated]
 

@@ -43,11 +43,11 @@ def contiguous_run(t):
 
 
 def _psum_flags(t):
-    """The PSUM written-flags over exactly the elements of view ``t``."""
-    flags = t._alloc.psum_written
-    if t.dtype != t._alloc.storage.dtype:
-        return flags
-    return flags.as_strided(t.shape, t.strides, t._offset - t._origin)
+    """The PSUM written-flags over every byte of the elements of view ``t``:
+    shape ``t.shape + (itemsize,)``, in the allocation's logical byte layout."""
+    size = t.itemsize
+    strides = tuple(s * size for s in t.strides) + (1,)
+    return t._alloc.psum_written.as_strided(t.shape + (size,), strides, t.offset * size)
 
 
 def mark_written(t):
@@ -59,7 +59,7 @@ def mark_written(t):
 
 def psum_written(t):
     """Bool tensor (shape of ``t``): which PSUM elements were written before."""
-    return _psum_flags(t).clone()
+    return _psum_flags(t).all(-1)
 
 
 def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
@@ -69,7 +69,8 @@ def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
     scalar) operands that only matter as dependencies.
     """
     ctx = runtime.current()
-    ctx.allocator.check(name)
+    used = [t._alloc for t in list(dsts) + list(srcs) + list(reads) if isinstance(t, NkiTensor)]
+    ctx.allocator.step(name, used)
     for d in dsts:
         mark_written(d)
     if ctx.recorder is None:

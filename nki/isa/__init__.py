@@ -11,7 +11,7 @@ from .._src.enums import (
 )
 from .._src.errors import NkiValidationError
 from .._src.isa.activation import activation, activation_reduce
-from .._src.isa.dma import dma_copy, dma_transpose
+from .._src.isa.dma import dma_compute, dma_copy, dma_transpose
 from .._src.isa.elementwise import (
     exponential,
     memset,
@@ -24,6 +24,7 @@ from .._src.isa.elementwise import (
 )
 from .._src.isa.gpsimd import affine_select, iota
 from .._src.isa.matmul import nc_matmul, nc_transpose
+from .._src.isa.mx import nc_matmul_mx, quantize_mx
 from .._src.isa.reduce import max8, tensor_partition_reduce, tensor_reduce, tensor_scalar_reduce
 from .._src.isa.registers import (
     VirtualRegister,
@@ -33,8 +34,13 @@ from .._src.isa.registers import (
     register_store,
 )
 from .._src.isa.scan import tensor_tensor_scan
+from .._src.isa.search import nc_find_index8, nc_match_replace8, nonzero_with_count
+from .._src.isa.select import nc_n_gather, range_select, select_reduce
+from .._src.isa.shuffle import nc_stream_shuffle
 from .._src.isa.stats import bn_aggr, bn_stats
+from .._src.isa.sync import core_barrier, sendrecv
 from .._src.isa.version import get_nc_version
+from . import constants  # noqa: F401
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector
@@ -50,7 +56,9 @@ __all__ = [
     "affine_select",
     "bn_aggr",
     "bn_stats",
+    "core_barrier",
     "dge_mode",
+    "dma_compute",
     "dma_copy",
     "dma_engine",
     "dma_transpose",
@@ -62,10 +70,18 @@ __all__ = [
     "matmul_perf_mode",
     "max8",
     "memset",
+    "nc_find_index8",
+    "nc_match_replace8",
     "nc_matmul",
+    "nc_n_gather",
+    "nc_matmul_mx",
     "nc_transpose",
+    "nc_stream_shuffle",
     "nc_version",
+    "nonzero_with_count",
     "oob_mode",
+    "quantize_mx",
+    "range_select",
     "reciprocal",
     "reduce_cmd",
     "register_alloc",
@@ -74,6 +90,8 @@ __all__ = [
     "register_store",
     "scalar_engine",
     "scalar_tensor_tensor",
+    "select_reduce",
+    "sendrecv",
     "tensor_copy",
     "tensor_copy_predicated",
     "tensor_engine",

@@ -2,6 +2,8 @@
 
 from .._src.alu import (  # noqa: A004
     abs,
+    abs_max,
+    abs_min,
     add,
     all,
     arctan,
@@ -14,11 +16,15 @@ from .._src.alu import (  # noqa: A004
     divide,
     equal,
     erf,
+    erf_dx,
     exp,
     floor,
+    fmod,
     gelu,
     gelu_apprx_sigmoid,
+    gelu_apprx_sigmoid_dx,
     gelu_apprx_tanh,
+    gelu_dx,
     greater,
     greater_equal,
     invert,
@@ -36,6 +42,7 @@ from .._src.alu import (  # noqa: A004
     min,
     minimum,
     mish,
+    mod,
     multiply,
     negative,
     not_equal,
@@ -48,13 +55,16 @@ from .._src.alu import (  # noqa: A004
     sigmoid,
     sign,
     silu,
+    silu_dx,
     sin,
     softplus,
     sqrt,
     square,
     subtract,
     sum,
+    tan,
     tanh,
+    trunc,
     var,
 )
 from .._src.buffers import (
@@ -71,9 +81,12 @@ from .._src.buffers import (
 from .._src.dtypes import (
     bfloat16,
     bool_,
+    float4_e2m1fn_x4,
     float8_e4m3,
     float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
     float8_e8m0fnu,
     float16,
     float32,
@@ -111,11 +124,8 @@ from .._src.language.ranges import (
 from .._src.language.spmd import num_programs, program_id, program_ndim
 from .._src.language.tile_size import tile_size
 from .._src.language.views import broadcast_to, expand_dims
+from .._src.objects import NKIObject
 from .._src.tensor import NkiTensor, ds
-
-
-class NKIObject:
-    """Base class for user classes passed into kernels."""
 
 
 def device_print(print_prefix, tensor):

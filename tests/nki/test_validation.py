@@ -185,6 +185,9 @@ def _big_tiles_kernel(kib):
         tiles = [nl.ndarray((128, 4096), nl.float32, buffer=nl.sbuf) for _ in range(kib // 16)]
         for t in tiles:
             nisa.memset(dst=t, value=1.0)
+        # Every tile stays in use until here, so all of them are live at once.
+        for t in tiles[1:]:
+            nisa.tensor_tensor(dst=tiles[0], data1=tiles[0], data2=t, op=nl.add)
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=tiles[0][0 : x.shape[0], 0 : x.shape[1]])
         return out
@@ -195,7 +198,7 @@ def _big_tiles_kernel(kib):
 def test_sbuf_capacity_trn2_rejects_what_trn3_fits(target):
     kernel = _big_tiles_kernel(240)  # 15 tiles of 16 KiB per partition
     target("trn3")
-    assert (kernel(np.zeros((2, 2), np.float32)) == 1).all()
+    assert (kernel(np.zeros((2, 2), np.float32)) == 15).all()
     target("trn2")
     with raises(
         r"memset: SBUF capacity exceeded on trn2: live tiles need 245760 bytes per "
@@ -334,8 +337,10 @@ def test_ap_partition_stride_matches_storage():
 
 
 def test_ap_stays_inside_storage():
+    # An out-of-bounds pattern is refused when an instruction accesses it, not when built.
+    view = sb((128, 64)).ap([[64, 128], [1, 65]])
     with raises(r"ap: access pattern covers elements \[0, 8192\], outside the storage of 8192"):
-        sb((128, 64)).ap([[64, 128], [1, 65]])
+        nisa.memset(dst=view, value=0.0)
 
 
 def test_views_cannot_move_the_partition_dim():
@@ -357,7 +362,7 @@ def test_activation_reduce_op_is_add():
 
 
 def test_memset_value_matches_dtype():
-    with raises(r"memset: value 1.5 does not match integer dtype torch.int32"):
+    with raises(r"memset: value 1.5 does not match integer dtype int32"):
         nisa.memset(dst=sb((4, 4), nl.int32), value=1.5)
 
 

@@ -1,11 +1,13 @@
 """DMA instructions: copies between HBM and SBUF (no PSUM), with casts via fp32."""
 
-from .. import buffers, checks, dtypes
+import torch
+
+from .. import alu, buffers, checks, dtypes
 from ..enums import dge_mode as Dge
 from ..enums import engine as E
 from ..enums import oob_mode as Oob
-from ..errors import require
-from ..tiles import read, write
+from ..errors import fail, require
+from ..tiles import write
 from ..trace import contiguous_run, issue
 
 _DMA_SPACES = (buffers.sbuf, buffers.private_hbm, buffers.shared_hbm)
@@ -29,6 +31,16 @@ def _issue(where, dst, src):
     )
 
 
+def _mode(where, enum, value):
+    """An ``enum`` member given as itself or as its documented integer value."""
+    if isinstance(value, enum):
+        return value
+    try:
+        return enum(value)
+    except ValueError:
+        fail(where, f"{value!r} is not an nki.isa.{enum.__name__} member or value")
+
+
 def dma_copy(
     dst, src, priority=None, oob_mode=Oob.error, dge_mode=Dge.unknown, engine=E.unknown, name=None
 ):
@@ -36,19 +48,43 @@ def dma_copy(
     where = "dma_copy"
     _endpoint(where, "dst", dst)
     _endpoint(where, "src", src)
-    require(
-        isinstance(dge_mode, Dge) and isinstance(oob_mode, Oob),
-        where,
-        "dge_mode and oob_mode must be nki.isa enum members",
-    )
+    dge_mode, oob_mode = _mode(where, Dge, dge_mode), _mode(where, Oob, oob_mode)
     checks.engine(where, engine, E.sync, E.scalar)
     require(
         dst.size == src.size,
         where,
         f"element count mismatch: dst has {dst.size}, src has {src.size}",
     )
-    write(dst, src.host if dst.dtype == src.dtype else read(src))
+    values, valid = src.gather()
+    if dst.dtype != src.dtype:
+        dtypes.require_unpacked(src, where, "src")
+        dtypes.require_unpacked(dst, where, "dst")
+        values = values.float()
+    values = values.reshape(dst.shape)
+    mask = None if valid is None else valid.reshape(dst.shape)
+    if dst.is_indirect():
+        dst_valid = dst._in_bounds()
+        mask = dst_valid if mask is None else mask & dst_valid
+    if mask is not None and not bool(mask.all()):
+        require(
+            oob_mode is Oob.skip,
+            where,
+            f"indirect index out of bounds for {int((~mask).sum())} elements "
+            "(use oob_mode=nisa.oob_mode.skip to skip them)",
+        )
+    if dst.is_indirect() or mask is not None:
+        dst.scatter(_cast_like(values, dst), mask)
+    else:
+        write(dst, values)
     _issue(where, dst, src)
+
+
+def _cast_like(values, dst):
+    """``values`` converted to dst's storage type as the DMA engine stores them."""
+    if values.is_floating_point() and not dst.dtype.is_floating_point:
+        info = torch.iinfo(dst.dtype.torch)
+        return values.double().round().clamp(info.min, info.max).to(dst.dtype.torch)
+    return values.to(dst.dtype.torch)
 
 
 _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
@@ -79,3 +115,70 @@ def dma_transpose(
     require(dst.shape == expected, where, f"dst shape {dst.shape} must be {expected}")
     write(dst, src.host.permute(perm))
     issue(where, "dma", [dst], [src], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
+
+
+MAX_COMPUTE_SOURCES = 16
+
+
+def dma_compute(
+    dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=Oob.error, name=None
+):
+    """``dst = srcs[0] + srcs[1] + ...`` computed in fp32 by the DMA engines; with a
+    ``vector_offset`` operand, a read-modify-write scatter (dst in HBM) or gather (dst in SBUF)."""
+    where = "dma_compute"
+    oob_mode = _mode(where, Oob, oob_mode)
+    _endpoint(where, "dst", dst)
+    require(
+        isinstance(srcs, (list, tuple)) and 1 <= len(srcs) <= MAX_COMPUTE_SOURCES,
+        where,
+        f"srcs must be a list of 1 to {MAX_COMPUTE_SOURCES} tensors",
+    )
+    for s in srcs:
+        _endpoint(where, "srcs", s)
+        require(
+            s.size == dst.size,
+            where,
+            f"element count mismatch: dst has {dst.size}, a source has {s.size}",
+        )
+        dtypes.require_unpacked(s, where, "srcs")
+    fn = alu.resolve(reduce_op, where, "binary")
+    require(fn is alu.add, where, f"reduce_op must be nl.add, got {fn!r}")
+    require(
+        scales is None or all(float(v) == 1.0 for v in scales),
+        where,
+        f"scales must all be 1.0 (or None), got {scales!r}",
+    )
+    indirect = [s for s in srcs if s.is_indirect()] + ([dst] if dst.is_indirect() else [])
+    if indirect:
+        require(len(srcs) == 2, where, "read-modify-write with vector_offset takes exactly 2 srcs")
+        require(unique_indices, where, "unique_indices=False is not supported")
+    total, valid = None, None
+    for s in srcs:
+        values, ok = s.gather()
+        values = values.float().reshape(dst.shape)
+        total = values if total is None else total + values
+        if ok is not None:
+            ok = ok.reshape(dst.shape)
+            valid = ok if valid is None else valid & ok
+    if dst.is_indirect():
+        ok = dst._in_bounds()
+        valid = ok if valid is None else valid & ok
+    if valid is not None and not bool(valid.all()):
+        require(
+            oob_mode is Oob.skip,
+            where,
+            f"indirect index out of bounds for {int((~valid).sum())} elements "
+            "(use oob_mode=nisa.oob_mode.skip to skip them)",
+        )
+    if valid is None and not dst.is_indirect():
+        write(dst, total)
+    else:
+        dst.scatter(_cast_like(total, dst), valid)
+    issue(
+        where,
+        "dma",
+        [dst],
+        list(srcs),
+        nbytes=dst.size * dst.itemsize * (len(srcs) + 1),
+        chunk=contiguous_run(dst) if not dst.is_indirect() else dst.itemsize,
+    )

@@ -2,7 +2,7 @@
 
 import torch
 
-from .. import alu, buffers, checks, runtime
+from .. import alu, buffers, checks, dtypes, runtime
 from ..enums import engine as E
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
@@ -11,12 +11,12 @@ from ..tiles import read, read_pf, write
 from ..trace import issue
 from .accumulators import accumulate
 
-_INT32 = (torch.int32, torch.uint32)
+_INT32 = (dtypes.int32, dtypes.uint32)
 
 
 def engine_name(eng, default):
     """Engine that executes an instruction: the requested one, else ``default``."""
-    return default if eng is E.unknown else eng.value
+    return default if eng is E.unknown else eng.name
 
 
 def operand_value(v, parts):
@@ -85,7 +85,7 @@ def tensor_tensor(dst, data1, data2, op, engine=E.unknown, name=None):
             not any(t.dtype.is_floating_point for t in tiles), where, f"{fn!r} needs integer tiles"
         )
     write(dst, fn.binary(read_pf(data1, dtype), read_pf(data2, dtype)))
-    issue(where, eng.value, [dst], [data1, data2])
+    issue(where, eng.name, [dst], [data1, data2])
 
 
 def tensor_scalar(
@@ -162,7 +162,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     checks.on_chip(where, "predicate", predicate)
     checks.same_tile(where, "dst", dst, "predicate", predicate)
     require(
-        predicate.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.bool),
+        predicate.dtype in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.bool_),
         where,
         f"predicate must be uint8, uint16 or uint32, got {predicate.dtype}",
     )

@@ -9,17 +9,25 @@ from ..errors import require
 from ..tiles import read, write
 from ..trace import issue, psum_written
 
-_INPUTS = (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32)
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_INPUTS = (
+    dtypes.float8_e4m3,
+    dtypes.float8_e4m3fn,
+    dtypes.float8_e5m2,
+    dtypes.bfloat16,
+    dtypes.float16,
+    dtypes.tfloat32,
+    dtypes.float32,
+)
+_FP8 = (dtypes.float8_e4m3, dtypes.float8_e4m3fn, dtypes.float8_e5m2)
+_WIDE = (dtypes.float32, dtypes.tfloat32)
 GEMM_STATIONARY_FMAX = 128
 
 
 def _bank_span(where, dst, bank):
     """PSUM before NeuronCore-v4: a matmul result must stay within one 2 KiB bank per partition."""
-    row = dst._alloc.row_bytes // dst.itemsize
-    first = dst.offset % row
-    last = first + sum((c - 1) * s for c, s in zip(dst.shape[1:], dst.strides[1:]))
-    lo, hi = first * dst.itemsize, (last + 1) * dst.itemsize
+    size = dst.itemsize
+    lo = dst._alloc.col_bytes + (dst._offset - dst._origin) % dst._pitch * size
+    hi = lo + (sum((c - 1) * s for c, s in zip(dst.shape[1:], dst.strides[1:])) + 1) * size
     require(
         lo // bank == (hi - 1) // bank,
         where,
@@ -36,7 +44,7 @@ def _check_dtypes(where, stationary, moving, dst, is_transpose, target):
             f"{label} dtype {dtypes.name(t.dtype)} is not supported "
             "(float8_e4m3/float8_e5m2/bfloat16/float16/tfloat32/float32)",
         )
-    wide = (stationary.dtype == torch.float32, moving.dtype == torch.float32)
+    wide = (stationary.dtype in _WIDE, moving.dtype in _WIDE)
     require(
         wide[0] == wide[1],
         where,
@@ -52,13 +60,13 @@ def _check_dtypes(where, stationary, moving, dst, is_transpose, target):
         )
     elif target.generation >= 4:
         require(
-            dst.dtype in (torch.float32, torch.bfloat16),
+            dst.dtype in (dtypes.float32, dtypes.bfloat16),
             where,
             f"dst must be float32 or bfloat16 on NeuronCore-v4, got {dtypes.name(dst.dtype)}",
         )
     else:
         require(
-            dst.dtype == torch.float32,
+            dst.dtype == dtypes.float32,
             where,
             f"dst must be float32 (fp32 accumulation) on NeuronCore-v{target.generation} "
             f"({target.name}), got {dtypes.name(dst.dtype)}",
@@ -139,6 +147,23 @@ def _check_shapes(where, dst, stationary, moving, rows, cols, contraction, targe
     return parts, m, n
 
 
+def accumulate_into(where, dst, result, accumulate):
+    """Write the ``[M, N]`` fp32 ``result`` to PSUM ``dst``, adding what is there when
+    ``accumulate`` is True, or (None) where this tile's PSUM was written before."""
+    m, n = result.shape
+    if accumulate is None:
+        prior = psum_written(dst).reshape(m, n)
+        result = torch.where(prior, read(dst).reshape(m, n) + result, result)
+    elif accumulate:
+        require(
+            bool(psum_written(dst).all()),
+            where,
+            "accumulate=True on PSUM that was never written (undefined behaviour)",
+        )
+        result = read(dst).reshape(m, n) + result
+    write(dst, result)
+
+
 def nc_matmul(
     dst,
     stationary,
@@ -175,18 +200,7 @@ def nc_matmul(
 
     s = read(stationary).reshape(parts * contraction, m)
     mv = read(moving).reshape(parts * contraction, n)
-    result = s.T @ mv
-    if accumulate is None:
-        prior = psum_written(dst).reshape(m, n)
-        result = torch.where(prior, read(dst).reshape(m, n) + result, result)
-    elif accumulate:
-        require(
-            bool(psum_written(dst).all()),
-            where,
-            "accumulate=True on PSUM that was never written (undefined behaviour)",
-        )
-        result = read(dst).reshape(m, n) + result
-    write(dst, result)
+    accumulate_into(where, dst, s.T @ mv, accumulate)
     issue(
         where,
         "tensor",
@@ -194,7 +208,7 @@ def nc_matmul(
         [stationary, moving],
         free=n,
         moving=n,
-        fp32=stationary.dtype == torch.float32,
+        fp32=stationary.dtype in _WIDE,
         double_row=double_row,
         flops=0 if is_transpose else 2 * parts * contraction * m * n,
     )

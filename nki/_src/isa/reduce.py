@@ -7,6 +7,7 @@ import torch
 from .. import alu, buffers, checks, runtime
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
+from ..tensor import NkiTensor
 from ..tiles import read, read_pf, write
 from ..trace import issue
 from .accumulators import accumulate
@@ -67,29 +68,51 @@ def tensor_scalar_reduce(
     op0,
     operand0,
     reduce_op,
-    reduce_res,
+    reduce_res=None,
     reverse0=False,
     reduce_cmd=Cmd.reset_reduce,
     reduce_init=None,
+    reduce_res_negate=False,
     name=None,
 ):
-    """``dst = data <op0> operand0`` and reduce it along the free axes into ``reduce_res``."""
+    """``dst = data <op0> operand0`` (or ``op0(data)`` for a unary operator such as ``nl.abs``),
+    reduced along the free axes into the Vector accumulators and, if given, ``reduce_res``."""
     where = "tensor_scalar_reduce"
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "data", data)
     checks.same_tile(where, "dst", dst, "data", data)
     parts = data.shape[0]
-    checks.operand(where, "operand0", operand0, parts)
-    checks.operand(where, "reduce_res", reduce_res, parts)
-    f0 = alu.resolve(op0, where, "binary")
+    f0 = alu.resolve(op0, where)
+    require(not f0.bitvec, where, f"op0 {f0!r} is a bit-vector operator; use an arithmetic one")
+    require(not reverse0, where, "reverse0=True is not supported by tensor_scalar_reduce")
+    if f0.binary is None:
+        require(
+            operand0 is None or (not isinstance(operand0, NkiTensor) and operand0 == 0),
+            where,
+            f"operand0 must be None or 0 with the unary operator {f0!r}, got {operand0!r}",
+        )
+        value = None
+    else:
+        checks.operand(where, "operand0", operand0, parts)
+        value = operand_value(operand0, parts)
+    if reduce_res is not None:
+        checks.operand(where, "reduce_res", reduce_res, parts)
     red = alu.resolve(reduce_op, where, "reduce")
-    out = apply(f0, read_pf(data), operand_value(operand0, parts), reverse0)
+    require(
+        reduce_init is None or reduce_cmd is Cmd.load_reduce,
+        where,
+        "reduce_init is only used with reduce_cmd=load_reduce",
+    )
+    out = apply(f0, read_pf(data), value, False)
     write(dst, out)
     regs = accumulate(
         runtime.current().vector_regs, reduce_cmd, red.reduce(out, (1,)), red, reduce_init, where
     )
-    write(reduce_res, regs)
-    issue(where, "vector", [dst, reduce_res], [data], reads=(operand0,))
+    dsts = [dst]
+    if reduce_res is not None:
+        write(reduce_res, -regs if reduce_res_negate else regs)
+        dsts.append(reduce_res)
+    issue(where, "vector", dsts, [data], reads=(operand0,))
 
 
 def max8(dst, src, name=None):

@@ -4,10 +4,11 @@ import operator
 
 from .. import checks
 from ..errors import require
+from ..objects import NKIObject
 from ..trace import mark_written
 
 
-class VirtualRegister:
+class VirtualRegister(NKIObject):
     """A 32-bit engine register; the simulator holds its current value."""
 
     __slots__ = ("value", "frozen")

@@ -1,17 +1,22 @@
 """Creating tensors: uninitialized, constant-filled, random and shared constants."""
 
+import os
+
 import numpy as np
 import torch
 
-from .. import buffers, dtypes
+from .. import buffers, checks, dtypes
+from ..errors import require
 from ..isa.elementwise import memset
 from ..tensor import NkiTensor
 from ..trace import issue, mark_written
 
 
-def ndarray(shape, dtype, buffer=None, name="", **kwargs):
-    """A new uninitialized tensor (filled with NaN / 4 so stray reads show up)."""
-    return NkiTensor.allocate(shape, dtype, buffers.sbuf if buffer is None else buffer, name)
+def ndarray(shape, dtype, buffer=None, name="", address=None):
+    """A new uninitialized tensor (filled with NaN / 4 so stray reads show up); ``address``
+    ``(partition, byte)`` places an SBUF/PSUM tile in the physical memory instead."""
+    buffer = buffers.sbuf if buffer is None else buffer
+    return NkiTensor.allocate(shape, dtype, buffer, name, address=address)
 
 
 def full(shape, fill_value, dtype, buffer=None, name=""):
@@ -64,15 +69,30 @@ def rand(shape, dtype=dtypes.float32, buffer=None, name=""):
 
 
 def shared_constant(constant, dtype=None):
-    """An HBM tensor holding compile-time constant data."""
-    data = torch.as_tensor(np.asarray(constant))
+    """A shared-HBM tensor holding compile-time constant data (an array or a ``.npy`` path)."""
+    from .. import interop
+
+    if isinstance(constant, (str, os.PathLike)):
+        constant = np.load(constant)
+    array = np.ascontiguousarray(np.asarray(constant))
+    data = interop.to_host(array)
     shape = tuple(data.shape) or (1,)
-    t = ndarray(shape, data.dtype if dtype is None else dtype, buffers.private_hbm, name="constant")
+    t = ndarray(shape, interop.dtype_of(array) if dtype is None else dtype, buffers.shared_hbm)
     t.host.copy_(data.reshape(t.shape))
     mark_written(t)
     return t
 
 
-def shared_identity_matrix(n, dtype=dtypes.uint8):
-    """An HBM ``n x n`` identity matrix constant."""
-    return shared_constant(torch.eye(n), dtype)
+def shared_identity_matrix(n, dtype=dtypes.uint8, dst=None):
+    """An ``n x n`` identity matrix in SBUF (written into ``dst`` when given)."""
+    if dst is None:
+        dst = ndarray((n, n), dtype, buffers.sbuf)
+    checks.on_chip("shared_identity_matrix", "dst", dst, buffers.sbuf)
+    require(
+        dst.shape == (n, n),
+        "shared_identity_matrix",
+        f"dst shape {dst.shape} must be ({n}, {n})",
+    )
+    dst.host.copy_(torch.eye(n))
+    issue("shared_identity_matrix", "gpsimd", [dst], [], free=n)
+    return dst

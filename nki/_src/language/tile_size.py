@@ -25,7 +25,8 @@ class _TileSize:
     def sbuf_size_bytes(self):
         return 128 * self.sbuf_fmax_bytes
 
-    total_available_sbuf_size = sbuf_size_bytes
+    # Deprecated in NKI 0.4: despite its name, the usable bytes per partition.
+    total_available_sbuf_size = sbuf_fmax_bytes
 
     def __repr__(self):
         return "nl.tile_size"

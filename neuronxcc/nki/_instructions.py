@@ -1,0 +1,271 @@
+"""NKI 0.7 instructions that ``nki.isa`` does not provide yet, in its destination-first form.
+
+They follow the NKI 0.7 signatures and are built from the simulator's own pieces (operand
+checks, fp32 engine math, the accumulator registers and the trace), so they can move into
+``nki._src.isa`` unchanged.  The pre-0.2 ``neuronxcc.nki.isa`` functions call them.
+"""
+
+import numpy as np
+import torch
+
+from nki._src import alu, buffers, checks, dtypes, runtime
+from nki._src.enums import reduce_cmd as Cmd
+from nki._src.errors import require
+from nki._src.isa.accumulators import accumulate
+from nki._src.isa.elementwise import apply, operand_value
+from nki._src.tensor import NkiTensor
+from nki._src.tiles import read_pf, write
+from nki._src.trace import issue
+
+FP32_MIN = float(np.finfo(np.float32).min)
+_SCAN_OPS = ("add", "subtract", "multiply", "maximum", "minimum", "max", "min")
+_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0}
+
+
+def _scan(op, x, start):
+    """``r[i] = op(x[i], r[i-1])`` along the free axis of ``[P, F]`` ``x``, ``r[-1] = start``."""
+    if op.name == "add":
+        return start + torch.cumsum(x, 1)
+    if op.name == "multiply":
+        return start * torch.cumprod(x, 1)
+    if op.name in ("maximum", "max", "minimum", "min"):
+        lead = torch.cat([start.expand(x.shape[0], 1), x], 1)
+        best = torch.cummax(lead, 1) if op.name in ("maximum", "max") else torch.cummin(lead, 1)
+        return best.values[:, 1:]
+    out, r = torch.empty_like(x), start.expand(x.shape[0], 1).reshape(-1)
+    for i in range(x.shape[1]):
+        r = op.binary(x[:, i], r)
+        out[:, i] = r
+    return out
+
+
+def tensor_scalar_cumulative(
+    dst, src, op0, op1, imm0, imm1=None, reduce_cmd=Cmd.reset_reduce, name=None
+):
+    """``reg = op1(op0(src[i], imm0), reg)``, ``dst[i] = reg`` along the free axis (Vector)."""
+    where = "tensor_scalar_cumulative"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "src", src)
+    checks.same_tile(where, "dst", dst, "src", src)
+    for t in (dst, src):
+        require(
+            t.dtype not in (torch.int32, torch.uint32),
+            where,
+            f"int32/uint32 tiles are not supported, got {dtypes.name(t.dtype)}",
+        )
+    parts = src.shape[0]
+    f0 = alu.resolve(op0, where, "binary")
+    f1 = alu.resolve(op1, where, "binary")
+    require(f1.name in _SCAN_OPS, where, f"op1 {f1!r} must be add, subtract, multiply, max or min")
+    checks.operand(where, "imm0", imm0, parts)
+    lanes = runtime.current().vector_regs[:parts]
+    if reduce_cmd is Cmd.reset_reduce:
+        lanes.fill_(_START.get(f1.name, float("-inf") if "max" in f1.name else float("inf")))
+    elif reduce_cmd is Cmd.load_reduce:
+        require(imm1 is not None, where, "load_reduce needs imm1, the accumulator's start value")
+        checks.operand(where, "imm1", imm1, parts)
+        lanes.copy_(torch.as_tensor(operand_value(imm1, parts)).reshape(-1).expand(parts))
+    else:
+        require(reduce_cmd is Cmd.reduce, where, f"reduce_cmd {reduce_cmd} is not supported")
+    x = apply(f0, read_pf(src), operand_value(imm0, parts), False)
+    out = _scan(f1, x, lanes.clone().reshape(parts, 1))
+    lanes.copy_(out[:, -1])
+    write(dst, out)
+    issue(where, "vector", [dst], [src], reads=(imm0, imm1))
+
+
+def range_select(
+    dst,
+    on_true_tile,
+    comp_op0,
+    comp_op1,
+    bound0,
+    bound1,
+    reduce_cmd=Cmd.reset_reduce,
+    reduce_res=None,
+    reduce_op=alu.maximum,
+    range_start=0,
+    on_false_value=FP32_MIN,
+    name=None,
+):
+    """Keep ``on_true_tile`` where ``comp_op0(i, bound0) & comp_op1(i, bound1)`` holds for the
+    free index ``i + range_start``, else ``on_false_value``; max-reduce into the registers."""
+    where = "range_select"
+    require(
+        runtime.current().target.generation >= 3,
+        where,
+        "available only on NeuronCore-v3 (trn2) and later",
+    )
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "on_true_tile", on_true_tile)
+    checks.same_tile(where, "dst", dst, "on_true_tile", on_true_tile)
+    parts = on_true_tile.shape[0]
+    for label, b in (("bound0", bound0), ("bound1", bound1)):
+        require(isinstance(b, NkiTensor), where, f"{label} must be a ({parts}, 1) tile")
+        checks.operand(where, label, b, parts)
+    cmp0 = alu.resolve(comp_op0, where, "binary")
+    cmp1 = alu.resolve(comp_op1, where, "binary")
+    data = read_pf(on_true_tile)
+    index = float(range_start) + torch.arange(data.shape[1], dtype=torch.float32)
+    keep = (cmp0.binary(index, operand_value(bound0, parts)) != 0) & (
+        cmp1.binary(index, operand_value(bound1, parts)) != 0
+    )
+    out = torch.where(keep, data, torch.tensor(float(on_false_value)))
+    write(dst, out)
+    _reduce_into(where, reduce_cmd, reduce_op, reduce_res, out, parts, dst)
+    issue(where, "vector", [dst] + _listed(reduce_res), [on_true_tile], reads=(bound0, bound1))
+
+
+def _listed(t):
+    return [] if t is None else [t]
+
+
+def _reduce_into(where, cmd, reduce_op, reduce_res, out, parts, dst):
+    """Max-reduce ``out`` into the Vector engine's registers per ``cmd`` and read them out."""
+    if cmd is Cmd.idle and reduce_res is not None:
+        cmd = Cmd.reset_reduce
+    if cmd is Cmd.idle:
+        return
+    red = alu.resolve(reduce_op, where, "reduce")
+    require(red.name in ("max", "maximum"), where, f"reduce_op must be max, got {red!r}")
+    # The registers see the values as stored in dst (a narrow dst rounds them first).
+    stored = read_pf(dst)
+    regs = accumulate(runtime.current().vector_regs, cmd, stored.amax(1), red, None, where)
+    if reduce_res is not None:
+        checks.operand(where, "reduce_res", reduce_res, parts)
+        write(reduce_res, regs)
+
+
+def select_reduce(
+    dst,
+    predicate,
+    on_true,
+    on_false,
+    reduce_res=None,
+    reduce_cmd=Cmd.idle,
+    reduce_op=alu.maximum,
+    reverse_pred=False,
+    name=None,
+):
+    """``dst = where(predicate, on_true, on_false)``, optionally max-reduced (Vector)."""
+    where = "select_reduce"
+    for label, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true)):
+        checks.on_chip(where, label, t)
+    checks.same_tile(where, "dst", dst, "on_true", on_true)
+    checks.same_tile(where, "dst", dst, "predicate", predicate)
+    checks.not_both_psum(where, "on_true", on_true, "predicate", predicate)
+    require(
+        not predicate.dtype.is_floating_point,
+        where,
+        f"predicate must hold integers, got {dtypes.name(predicate.dtype)}",
+    )
+    parts = on_true.shape[0]
+    checks.operand(where, "on_false", on_false, parts)
+    keep = read_pf(predicate) != 0
+    if reverse_pred:
+        keep = ~keep
+    out = torch.where(keep, read_pf(on_true), torch.as_tensor(operand_value(on_false, parts)))
+    write(dst, out)
+    _reduce_into(where, reduce_cmd, reduce_op, reduce_res, out, parts, dst)
+    issue(where, "vector", [dst] + _listed(reduce_res), [predicate, on_true], reads=(on_false,))
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    """Each GpSimd core (16 partitions) gathers ``num_elem_per_idx`` elements at each of its
+    indices (flattened partition-first) from each of its partitions of ``src_buffer``."""
+    where = "local_gather"
+    checks.on_chip(where, "dst", dst, buffers.sbuf)
+    checks.on_chip(where, "src_buffer", src_buffer, buffers.sbuf)
+    checks.on_chip(where, "index", index, buffers.sbuf)
+    parts = src_buffer.shape[0]
+    require(
+        index.shape[0] == parts and parts % 16 == 0,
+        where,
+        f"src_buffer and index need the same partition count, a multiple of 16 "
+        f"(got {parts} and {index.shape[0]})",
+    )
+    require(
+        index.dtype == torch.uint16, where, f"index must be uint16, got {dtypes.name(index.dtype)}"
+    )
+    width = int(num_elem_per_idx)
+    require(
+        width in (1, 2, 4, 8, 16, 32), where, f"num_elem_per_idx {width} is not a power of 2 <= 32"
+    )
+    per_core = 16 * index.free_size
+    count = per_core if num_valid_indices is None else int(num_valid_indices)
+    require(
+        count <= min(per_core, 4096),
+        where,
+        f"num_valid_indices {count} exceeds the {min(per_core, 4096)} indices per core",
+    )
+    require(
+        dst.free_size == count * width,
+        where,
+        f"dst has {dst.free_size} elements per partition, the gather produces {count * width}",
+    )
+    source = src_buffer.host.reshape(parts, -1)
+    indices = index.host.to(torch.int64).reshape(parts, -1)
+    span = torch.arange(width)
+    out = torch.empty((parts, count * width), dtype=source.dtype)
+    for core in range(parts // 16):
+        rows = slice(16 * core, 16 * core + 16)
+        starts = indices[rows].T.reshape(-1)[:count]
+        columns = (starts[:, None] + span).reshape(-1)
+        require(
+            int(columns.max()) < source.shape[1],
+            where,
+            f"an index reaches element {int(columns.max())} of {source.shape[1]} per partition",
+        )
+        out[rows] = source[rows][:, columns]
+    write(dst, out)
+    issue(where, "gpsimd", [dst], [src_buffer, index])
+
+
+def dropout(dst, data, prob, name=None):
+    """Zero each element of ``data`` with probability ``prob`` (a scalar or per partition)."""
+    where = "dropout"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "data", data)
+    checks.same_tile(where, "dst", dst, "data", data)
+    parts = data.shape[0]
+    checks.operand(where, "prob", prob, parts)
+    x = read_pf(data)
+    keep = torch.rand(x.shape) >= torch.as_tensor(operand_value(prob, parts))
+    write(dst, torch.where(keep, x, torch.zeros(())))
+    issue(where, "vector", [dst], [data], reads=(prob,))
+
+
+def sequence_bounds(dst, segment_ids, name=None):
+    """``[start, end)`` of the run of equal segment ids around each element (id 0 is padding:
+    start n, end -1), as ``dst[:, 0, :]`` and ``dst[:, 1, :]`` (GpSimd)."""
+    where = "sequence_bounds"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "segment_ids", segment_ids)
+    require(
+        segment_ids.dtype in (torch.float32, torch.int32),
+        where,
+        f"segment_ids must be float32 or int32, got {dtypes.name(segment_ids.dtype)}",
+    )
+    ids = read_pf(segment_ids)
+    parts, n = ids.shape
+    require(
+        dst.shape[0] == parts and dst.free_size == 2 * n,
+        where,
+        f"dst must be ({parts}, 2, {n}), got {dst.shape}",
+    )
+    starts = torch.empty_like(ids)
+    ends = torch.empty_like(ids)
+    for p in range(parts):
+        row = ids[p]
+        for i in range(n):
+            if row[i] == 0:
+                starts[p, i], ends[p, i] = n, -1
+                continue
+            lo, hi = i, i + 1
+            while lo > 0 and row[lo - 1] == row[i]:
+                lo -= 1
+            while hi < n and row[hi] == row[i]:
+                hi += 1
+            starts[p, i], ends[p, i] = lo, hi
+    write(dst, torch.stack([starts, ends], 1))
+    issue(where, "gpsimd", [dst], [segment_ids])

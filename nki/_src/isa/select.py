@@ -1,0 +1,168 @@
+"""Selections with a running max in the Vector accumulators (range_select, select_reduce) and the
+per-partition gather nc_n_gather (GpSimd)."""
+
+import torch
+
+from .. import alu, buffers, checks, dtypes, runtime
+from ..enums import reduce_cmd as Cmd
+from ..errors import require
+from ..tensor import NkiTensor
+from ..tiles import read_pf, write
+from ..trace import issue
+from .accumulators import accumulate
+from .elementwise import operand_value
+
+FP32_MIN = float(torch.finfo(torch.float32).min)
+_COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
+
+
+def _max_reduce(where, values, reduce_op, reduce_cmd, reduce_res, parts):
+    """Run the (max) accumulation of ``values`` and write ``reduce_res`` if given."""
+    red = alu.resolve(reduce_op, where, "reduce")
+    require(red.name in ("max", "maximum"), where, f"reduce_op must be nl.maximum, got {red!r}")
+    if reduce_cmd is Cmd.idle:
+        require(reduce_res is None, where, "reduce_res needs a reduce_cmd other than idle")
+        return []
+    regs = accumulate(runtime.current().vector_regs, reduce_cmd, values.amax(1), red, where=where)
+    if reduce_res is None:
+        return []
+    checks.operand(where, "reduce_res", reduce_res, parts)
+    require(
+        reduce_res.dtype.is_floating_point,
+        where,
+        f"reduce_res dtype {dtypes.name(reduce_res.dtype)} must be a float type",
+    )
+    write(reduce_res, regs)
+    return [reduce_res]
+
+
+def range_select(
+    dst,
+    on_true_tile,
+    comp_op0,
+    comp_op1,
+    bound0,
+    bound1,
+    reduce_cmd=Cmd.reset_reduce,
+    reduce_res=None,
+    reduce_op=alu.maximum,
+    range_start=0,
+    on_false_value=FP32_MIN,
+    name=None,
+):
+    """Keep element ``i`` of each partition where ``comp_op0(range_start + i, bound0)`` and
+    ``comp_op1(range_start + i, bound1)`` hold (else ``on_false_value``); max-reduce the result."""
+    where = "range_select"
+    target = runtime.current().target
+    require(
+        target.generation >= 3,
+        where,
+        f"requires NeuronCore-v3 or newer; target {target.name} is NeuronCore-v{target.generation}",
+    )
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "on_true_tile", on_true_tile)
+    checks.same_tile(where, "dst", dst, "on_true_tile", on_true_tile)
+    require(
+        on_true_tile.dtype.is_floating_point and not on_true_tile.dtype.packed,
+        where,
+        f"on_true_tile must be a float tile, got {dtypes.name(on_true_tile.dtype)}",
+    )
+    parts = on_true_tile.shape[0]
+    ops = []
+    for label, op, bound in (("comp_op0", comp_op0, bound0), ("comp_op1", comp_op1, bound1)):
+        fn = alu.resolve(op, where, "binary")
+        require(
+            fn.name in _COMPARISONS,
+            where,
+            f"{label} must be nl.equal, less, less_equal, greater or greater_equal, got {fn!r}",
+        )
+        checks.operand(where, label.replace("comp_op", "bound"), bound, parts)
+        require(
+            isinstance(bound, NkiTensor) and bound.dtype == dtypes.float32,
+            where,
+            f"bound{label[-1]} must be a float32 ({parts}, 1) tile",
+        )
+        ops.append((fn, operand_value(bound, parts)))
+    require(
+        float(on_false_value) == FP32_MIN,
+        where,
+        f"on_false_value must be FP32_MIN ({FP32_MIN}), got {on_false_value}",
+    )
+    values = read_pf(on_true_tile)
+    index = float(range_start) + torch.arange(values.shape[1], dtype=torch.float32)
+    keep = torch.ones_like(values, dtype=torch.bool)
+    for fn, bound in ops:
+        keep &= fn.binary(index.expand_as(values), bound.expand_as(values)) != 0
+    out = torch.where(keep, values, torch.tensor(FP32_MIN))
+    write(dst, out)
+    extra = _max_reduce(where, out, reduce_op, reduce_cmd, reduce_res, parts)
+    issue(where, "vector", [dst] + extra, [on_true_tile], reads=(bound0, bound1))
+
+
+def select_reduce(
+    dst,
+    predicate,
+    on_true,
+    on_false,
+    reduce_res=None,
+    reduce_cmd=Cmd.idle,
+    reduce_op=alu.maximum,
+    reverse_pred=False,
+    name=None,
+):
+    """``dst = where(predicate, on_true, on_false)`` with an optional running max per partition."""
+    where = "select_reduce"
+    for label, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true)):
+        checks.on_chip(where, label, t)
+    checks.same_tile(where, "dst", dst, "on_true", on_true)
+    checks.same_tile(where, "predicate", predicate, "on_true", on_true)
+    checks.not_both_psum(where, "on_true", on_true, "predicate", predicate)
+    require(
+        predicate.dtype in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16),
+        where,
+        f"predicate dtype {dtypes.name(predicate.dtype)} must be int8, uint8, int16 or uint16",
+    )
+    require(
+        on_true.dtype not in (dtypes.tfloat32, dtypes.int32, dtypes.uint32),
+        where,
+        f"on_true dtype {dtypes.name(on_true.dtype)} is not supported",
+    )
+    parts = on_true.shape[0]
+    checks.operand(where, "on_false", on_false, parts)
+    mask = read_pf(predicate) != 0
+    if reverse_pred:
+        mask = ~mask
+    out = torch.where(mask, read_pf(on_true), operand_value(on_false, parts))
+    write(dst, out)
+    extra = _max_reduce(where, out, reduce_op, reduce_cmd, reduce_res, parts)
+    issue(where, "vector", [dst] + extra, [predicate, on_true], reads=(on_false,))
+
+
+def nc_n_gather(dst, data, indices, name=None):
+    """``dst[p, j] = data[p].flatten()[indices[p, j]]`` within each partition (GpSimd)."""
+    where = "nc_n_gather"
+    for label, t in (("dst", dst), ("data", data), ("indices", indices)):
+        checks.on_chip(where, label, t, buffers.sbuf)
+    checks.same_partitions(where, "dst", dst, "data", data)
+    checks.same_partitions(where, "indices", indices, "data", data)
+    require(
+        dst.dtype == data.dtype,
+        where,
+        f"dst dtype {dtypes.name(dst.dtype)} must equal data dtype {dtypes.name(data.dtype)}",
+    )
+    require(
+        indices.dtype == dtypes.uint32,
+        where,
+        f"indices dtype {dtypes.name(indices.dtype)} must be uint32",
+    )
+    checks.same_free(where, "dst", dst, "indices", indices)
+    idx = indices.host.reshape(indices.shape[0], -1).to(torch.int64)
+    width = data.free_size
+    require(
+        bool(((idx >= 0) & (idx < width)).all()),
+        where,
+        f"indices must lie in [0, {width}) (the elements per partition of data)",
+    )
+    rows = data.host.reshape(data.shape[0], -1)
+    write(dst, torch.gather(rows, 1, idx))
+    issue(where, "gpsimd", [dst], [data, indices])

@@ -1,0 +1,21 @@
+"""nki.isa.constants: the ISA enumerations (also re-exported by nki.isa)."""
+
+from .._src.enums import (
+    dge_mode,
+    dma_engine,
+    engine,
+    matmul_perf_mode,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+)
+
+__all__ = [
+    "dge_mode",
+    "dma_engine",
+    "engine",
+    "matmul_perf_mode",
+    "nc_version",
+    "oob_mode",
+    "reduce_cmd",
+]
