@@ -9,16 +9,29 @@ neuron tensors it passes, forward and backward; for every other device PyTorch's
 
 Importing that module costs most of a second (it imports sympy), so it is not imported here:
 the check is replaced when the program first imports it.
+
+The operator itself (``torch.ops.higher_order.flex_attention``, imported with torch) has
+autocast kernels for CPU and CUDA only; neuron gets the same: q, k and v are cast to the
+autocast dtype, and the backward runs in the dtypes the forward chose.
 """
 
 import importlib.abc
 import sys
 
+import torch
+from torch._C import DispatchKey
+from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
+
 _MODULE = "torch.nn.attention.flex_attention"
+_AUTOCAST = DispatchKey.AutocastPrivateUse1
 
 
 def install():
-    """Replaces FlexAttention's device check now, or when its module is first imported."""
+    """Registers neuron's autocast kernel, and replaces FlexAttention's device check now or
+    when its module is first imported."""
+    if _AUTOCAST not in flex_attention.py_kernels:
+        flex_attention.py_impl(_AUTOCAST)(_flex_attention_in_autocast_dtype)
+        flex_attention_backward.fallthrough(_AUTOCAST)
     module = sys.modules.get(_MODULE)
     if module is not None:
         _accept_neuron(module)
@@ -34,6 +47,13 @@ def _accept_neuron(module):
             check_device(query, key, value)
 
     module._validate_device = _validate_device
+
+
+def _flex_attention_in_autocast_dtype(query, key, value, *args):
+    dtype = torch.get_autocast_dtype("neuron")
+    query, key, value = (t.to(dtype) if t.is_floating_point() else t for t in (query, key, value))
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(_AUTOCAST)):
+        return flex_attention(query, key, value, *args)
 
 
 class _FinderOfFlexAttention(importlib.abc.MetaPathFinder):

@@ -22,11 +22,12 @@ from torch.nn.attention.flex_attention import (
     flex_attention,
 )
 
-# Compiled against the eager CPU reference. Largest differences measured: 3.1e-6 (float32
-# gradients of values near 1) and one bfloat16 ulp.
+# Compiled against the eager CPU reference. Largest differences measured: relative 3e-6 in
+# float32 (3.1e-6 at values of 4.2, 5.8e-5 in a head-bias gradient of 20 summed over 131,072
+# scores), one ulp in bfloat16 (PyTorch's default bfloat16 tolerance allows two).
 COMPILED_TOLERANCE = {
     torch.float32: dict(rtol=1e-5, atol=1e-5),
-    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-5),
 }
 EXACT = dict(rtol=0, atol=0)
 
@@ -284,7 +285,7 @@ def test_torchtitan_attention_trains_as_on_the_cpu(model_compiled):
         )
         forward = torch.compile(layer) if model_compiled and device == "neuron" else layer
         out = forward(x.to(device), block_mask)
-        out.square().mean().backward()
+        out.square().sum().backward()
         return {"out": out, **{f"grad_{n}": p.grad for n, p in layer.named_parameters()}}
 
     results = run("neuron")

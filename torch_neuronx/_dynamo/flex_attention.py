@@ -9,6 +9,7 @@ implementation: the kernel PyTorch registers for ``CompositeExplicitAutograd``, 
 what runs in eager mode on neuron tensors. Inductor then fuses that math like any other graph.
 """
 
+import copy
 import operator
 
 import torch
@@ -20,6 +21,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 _OPERATORS = (flex_attention, flex_attention_backward)
+_TO_COPY = torch.ops.aten._to_copy.default
+_SCORE_MOD_BUFFERS = 12  # flex_attention_backward's score_mod_other_buffers argument
 
 
 def legalize(gm, example_inputs):
@@ -41,15 +44,22 @@ def _trace_dense(gm, node, fake_mode):
     """The operator's dense kernel traced to ATen, and the graph nodes that feed its inputs."""
     flat, spec = pytree.tree_flatten((node.args, node.kwargs))
     values, fed_by = list(flat), []
+    captured = _score_mod_buffer_positions(node)
     for i, arg in enumerate(flat):
         if not isinstance(arg, torch.fx.Node):
             continue
         value = _attr(gm, arg.target) if arg.op == "get_attr" else arg.meta["val"]
-        if isinstance(value, torch.nn.Module):
-            values[i] = value  # score_mod, mask_mod and their joint graphs: traced through
-        else:
-            values[i] = fake_mode.from_tensor(value) if arg.op == "get_attr" else value
-            fed_by.append(i)
+        if isinstance(value, torch.fx.GraphModule):
+            values[i] = _batchable(value)  # score_mod, mask_mod and their joint graphs
+            continue
+        if arg.op == "get_attr":
+            value = fake_mode.from_tensor(value)
+        if i in captured and value.dtype.is_floating_point:
+            # PyTorch 2.13's dense backward computes a captured buffer's gradient only if the
+            # buffer requires grad, as in eager mode; in the graph, buffers are plain values.
+            value = value.detach().requires_grad_()
+        values[i] = value
+        fed_by.append(i)
     kernel = node.target.py_kernels[DispatchKey.CompositeExplicitAutograd]
 
     def dense(*tensors):
@@ -59,13 +69,42 @@ def _trace_dense(gm, node, fake_mode):
         args, kwargs = pytree.tree_unflatten(inputs, spec)
         return kernel(*args, **kwargs)
 
-    # The kernel fills preallocated gradients in place; code generation takes functional graphs,
-    # decomposed as AOTAutograd decomposes every other op for Inductor.
-    traced = make_fx(
-        torch.func.functionalize(dense, remove="mutations_and_views"),
-        decomposition_table=select_decomp_table(),
-    )(*(values[i] for i in fed_by))
+    # The kernel vectorises score_mod and mask_mod with vmap and fills preallocated gradients
+    # in place. The first trace runs vmap; the second makes the graph functional and decomposed
+    # as code generation takes it. Decomposing inside vmap would meet prims with no batching
+    # rule, which vmap runs once per score.
+    inputs = [values[i] for i in fed_by]
+    with torch.no_grad():  # as the operator's kernels run, below autograd
+        with_mutations = make_fx(dense)(*inputs)
+        traced = make_fx(
+            torch.func.functionalize(with_mutations, remove="mutations"),
+            decomposition_table=select_decomp_table(),
+        )(*inputs)
     return traced, [flat[i] for i in fed_by]
+
+
+def _score_mod_buffer_positions(node):
+    """Where ``flex_attention_backward``'s score_mod buffers are among its flattened arguments."""
+    if node.target is not flex_attention_backward:
+        return range(0)
+    start = len(pytree.tree_leaves(node.args[:_SCORE_MOD_BUFFERS]))
+    return range(start, start + len(pytree.tree_leaves(node.args[_SCORE_MOD_BUFFERS])))
+
+
+def _batchable(graph_module):
+    """A copy of a score_mod or mask_mod graph whose dtype conversions vmap can batch.
+
+    AOTAutograd decomposed these graphs for Inductor, turning dtype conversions into
+    ``prims.convert_element_type``, which has no batching rule: vmap would run it once per
+    score. ``aten._to_copy`` is the same conversion, with a batching rule.
+    """
+    graph_module = copy.deepcopy(graph_module)
+    for node in graph_module.graph.nodes:
+        if node.target is torch.ops.prims.convert_element_type.default:
+            source, dtype = node.args
+            node.target, node.args, node.kwargs = _TO_COPY, (source,), {"dtype": dtype}
+    graph_module.recompile()
+    return graph_module
 
 
 def _inline(gm, node, traced, feeds):
