@@ -48,7 +48,7 @@ def _trace_dense(gm, node, fake_mode):
     for i, arg in enumerate(flat):
         if not isinstance(arg, torch.fx.Node):
             continue
-        value = _attr(gm, arg.target) if arg.op == "get_attr" else arg.meta["val"]
+        value = operator.attrgetter(arg.target)(gm) if arg.op == "get_attr" else arg.meta["val"]
         if isinstance(value, torch.fx.GraphModule):
             values[i] = _batchable(value)  # score_mod, mask_mod and their joint graphs
             continue
@@ -136,16 +136,14 @@ def _replace_results(gm, node, results):
         part = results[user.args[1]]
         if isinstance(part, torch.fx.Node):
             user.replace_all_uses_with(part)
-        else:
+        elif isinstance(part, (tuple, list)):
             _replace_results(gm, user, part)
+        elif user.users:
+            raise NotImplementedError(
+                f"The compiled graph reads result {user.args[1]} of {node.target}, which "
+                "PyTorch's dense implementation of FlexAttention does not compute."
+            )
         gm.graph.erase_node(user)
-
-
-def _attr(gm, target):
-    value = gm
-    for name in target.split("."):
-        value = getattr(value, name)
-    return value
 
 
 def _fresh_attr_name(gm, base):
