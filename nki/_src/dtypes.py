@@ -12,18 +12,25 @@ import torch
 from .errors import fail
 
 
-class DType(str):
+class DType:
     """An NKI dtype: its NKI name, the torch dtype storing it and (x4 types) the element format.
 
-    Equal to its name and to the numpy dtype of that name; equal to a torch dtype when it is the
-    NKI type that torch dtype maps to (``nl.float32 == torch.float32``, but ``nl.tfloat32`` is not).
+    Equal to its name (``str(nl.float32) == "float32"``) and to the numpy dtype of that name;
+    equal to a torch dtype when it is the NKI type that torch dtype maps to (``nl.float32 ==
+    torch.float32``, but ``nl.tfloat32`` is not).  ``.dtype`` is the numpy dtype holding its
+    values, so ``np.zeros(shape, dtype=nl.bfloat16)`` works (bf16/fp8 need ml_dtypes).
     """
 
-    def __new__(cls, name, storage, element=None):
-        self = super().__new__(cls, name)
+    __slots__ = ("_name", "torch", "element")
+
+    def __init__(self, name, storage, element=None):
+        self._name = name
         self.torch = storage
         self.element = element  # x4 types: the Element format of each packed value
-        return self
+
+    @property
+    def name(self):
+        return self._name
 
     @property
     def packed(self):
@@ -38,9 +45,34 @@ class DType(str):
     def is_floating_point(self):
         return self.packed or self.torch.is_floating_point
 
+    @property
+    def dtype(self):
+        """The numpy dtype of host arrays of this type (x4: raw words tagged with metadata)."""
+        if self.packed:
+            raw = np.uint32 if self.itemsize == 4 else np.uint16
+            return np.dtype(raw, metadata={"nki_dtype": self._name})
+        try:
+            return np.dtype(torch.empty(0, dtype=self.torch).numpy().dtype)
+        except TypeError:
+            import ml_dtypes
+
+            return np.dtype(getattr(ml_dtypes, str(self.torch).removeprefix("torch.")))
+
+    def __str__(self):
+        return self._name
+
+    __repr__ = __str__
+
+    def __format__(self, spec):
+        return format(self._name, spec)
+
     def __eq__(self, other):
+        if other is None:
+            return False
+        if isinstance(other, DType):
+            return other._name == self._name
         if isinstance(other, str):
-            return str.__eq__(self, other)
+            return other == self._name
         if isinstance(other, torch.dtype):
             return _FROM_TORCH.get(other) is self
         found = from_numpy(other)
@@ -50,13 +82,11 @@ class DType(str):
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
-    __hash__ = str.__hash__
-
-    def __repr__(self):
-        return str.__str__(self)
+    def __hash__(self):
+        return hash(self._name)
 
     def __reduce__(self):
-        return (by_name, (str.__str__(self),))
+        return (by_name, (self._name,))
 
 
 class Element:
@@ -154,7 +184,7 @@ SUPPORTED = (
 HOST_ONLY = (float64, int64)
 PACKED = (float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4)
 
-_BY_NAME = {str.__str__(dt): dt for dt in SUPPORTED + HOST_ONLY}
+_BY_NAME = {dt.name: dt for dt in SUPPORTED + HOST_ONLY}
 _BY_NAME.update({"bool_": bool_, "float8e4": float8_e4m3, "float8e5": float8_e5m2})
 # The NKI type each torch dtype holds (the first listed wins: float32, not tfloat32).
 _FROM_TORCH = {}
@@ -255,7 +285,7 @@ def sentinel(dtype):
 
 def name(dtype):
     """Short printable name of a dtype."""
-    return str.__str__(dtype) if isinstance(dtype, DType) else str(dtype).removeprefix("torch.")
+    return dtype.name if isinstance(dtype, DType) else str(dtype).removeprefix("torch.")
 
 
 def unpack(words, dtype):

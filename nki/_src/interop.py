@@ -83,7 +83,7 @@ def to_numpy(t, dtype=None):
     if dtype.packed:
         unsigned = np.uint32 if dtype.itemsize == 4 else np.uint16
         words = t.view(_RAW[dtype.itemsize][1]).numpy().view(unsigned)
-        return words.view(np.dtype(unsigned, metadata={"nki_dtype": str.__str__(dtype)}))
+        return words.view(dtype.dtype)
     try:
         return t.numpy()
     except TypeError:
