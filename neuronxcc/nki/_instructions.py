@@ -5,19 +5,15 @@ checks, fp32 engine math, the accumulator registers and the trace), so they can 
 ``nki._src.isa`` unchanged.  The pre-0.2 ``neuronxcc.nki.isa`` functions call them.
 """
 
-import numpy as np
 import torch
 
 from nki._src import alu, buffers, checks, dtypes, runtime
 from nki._src.enums import reduce_cmd as Cmd
 from nki._src.errors import require
-from nki._src.isa.accumulators import accumulate
 from nki._src.isa.elementwise import apply, operand_value
-from nki._src.tensor import NkiTensor
 from nki._src.tiles import read_pf, write
 from nki._src.trace import issue
 
-FP32_MIN = float(np.finfo(np.float32).min)
 _SCAN_OPS = ("add", "subtract", "multiply", "maximum", "minimum", "max", "min")
 _START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0}
 
@@ -72,102 +68,6 @@ def tensor_scalar_cumulative(
     lanes.copy_(out[:, -1])
     write(dst, out)
     issue(where, "vector", [dst], [src], reads=(imm0, imm1))
-
-
-def range_select(
-    dst,
-    on_true_tile,
-    comp_op0,
-    comp_op1,
-    bound0,
-    bound1,
-    reduce_cmd=Cmd.reset_reduce,
-    reduce_res=None,
-    reduce_op=alu.maximum,
-    range_start=0,
-    on_false_value=FP32_MIN,
-    name=None,
-):
-    """Keep ``on_true_tile`` where ``comp_op0(i, bound0) & comp_op1(i, bound1)`` holds for the
-    free index ``i + range_start``, else ``on_false_value``; max-reduce into the registers."""
-    where = "range_select"
-    require(
-        runtime.current().target.generation >= 3,
-        where,
-        "available only on NeuronCore-v3 (trn2) and later",
-    )
-    checks.on_chip(where, "dst", dst)
-    checks.on_chip(where, "on_true_tile", on_true_tile)
-    checks.same_tile(where, "dst", dst, "on_true_tile", on_true_tile)
-    parts = on_true_tile.shape[0]
-    for label, b in (("bound0", bound0), ("bound1", bound1)):
-        require(isinstance(b, NkiTensor), where, f"{label} must be a ({parts}, 1) tile")
-        checks.operand(where, label, b, parts)
-    cmp0 = alu.resolve(comp_op0, where, "binary")
-    cmp1 = alu.resolve(comp_op1, where, "binary")
-    data = read_pf(on_true_tile)
-    index = float(range_start) + torch.arange(data.shape[1], dtype=torch.float32)
-    keep = (cmp0.binary(index, operand_value(bound0, parts)) != 0) & (
-        cmp1.binary(index, operand_value(bound1, parts)) != 0
-    )
-    out = torch.where(keep, data, torch.tensor(float(on_false_value)))
-    write(dst, out)
-    _reduce_into(where, reduce_cmd, reduce_op, reduce_res, out, parts, dst)
-    issue(where, "vector", [dst] + _listed(reduce_res), [on_true_tile], reads=(bound0, bound1))
-
-
-def _listed(t):
-    return [] if t is None else [t]
-
-
-def _reduce_into(where, cmd, reduce_op, reduce_res, out, parts, dst):
-    """Max-reduce ``out`` into the Vector engine's registers per ``cmd`` and read them out."""
-    if cmd is Cmd.idle and reduce_res is not None:
-        cmd = Cmd.reset_reduce
-    if cmd is Cmd.idle:
-        return
-    red = alu.resolve(reduce_op, where, "reduce")
-    require(red.name in ("max", "maximum"), where, f"reduce_op must be max, got {red!r}")
-    # The registers see the values as stored in dst (a narrow dst rounds them first).
-    stored = read_pf(dst)
-    regs = accumulate(runtime.current().vector_regs, cmd, stored.amax(1), red, None, where)
-    if reduce_res is not None:
-        checks.operand(where, "reduce_res", reduce_res, parts)
-        write(reduce_res, regs)
-
-
-def select_reduce(
-    dst,
-    predicate,
-    on_true,
-    on_false,
-    reduce_res=None,
-    reduce_cmd=Cmd.idle,
-    reduce_op=alu.maximum,
-    reverse_pred=False,
-    name=None,
-):
-    """``dst = where(predicate, on_true, on_false)``, optionally max-reduced (Vector)."""
-    where = "select_reduce"
-    for label, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true)):
-        checks.on_chip(where, label, t)
-    checks.same_tile(where, "dst", dst, "on_true", on_true)
-    checks.same_tile(where, "dst", dst, "predicate", predicate)
-    checks.not_both_psum(where, "on_true", on_true, "predicate", predicate)
-    require(
-        not predicate.dtype.is_floating_point,
-        where,
-        f"predicate must hold integers, got {dtypes.name(predicate.dtype)}",
-    )
-    parts = on_true.shape[0]
-    checks.operand(where, "on_false", on_false, parts)
-    keep = read_pf(predicate) != 0
-    if reverse_pred:
-        keep = ~keep
-    out = torch.where(keep, read_pf(on_true), torch.as_tensor(operand_value(on_false, parts)))
-    write(dst, out)
-    _reduce_into(where, reduce_cmd, reduce_op, reduce_res, out, parts, dst)
-    issue(where, "vector", [dst] + _listed(reduce_res), [predicate, on_true], reads=(on_false,))
 
 
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):

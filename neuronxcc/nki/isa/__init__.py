@@ -372,7 +372,7 @@ def range_select(
     """``on_true_tile`` where its free index + ``range_start`` lies between the bounds."""
     dst = _tile("range_select", on_true_tile.shape, dtype or on_true_tile.dtype)
     execute(
-        extra.range_select,
+        new.range_select,
         "range_select",
         mask=mask,
         writes=("dst", "reduce_res"),
@@ -436,7 +436,7 @@ def select_reduce(
 ):
     """``dst = where(predicate, on_true, on_false)``, optionally max-reduced to reduce_res."""
     execute(
-        extra.select_reduce,
+        new.select_reduce,
         "select_reduce",
         mask=mask,
         writes=("dst", "reduce_res"),
