@@ -39,6 +39,13 @@ def _tile(where, shape, dtype, buffer=buffers.sbuf):
     return NkiTensor.allocate(tuple(int(s) for s in shape), dtype, buffer, op=where)
 
 
+def _returned(instruction, where, shape, dtype, buffer=buffers.sbuf, *, mask, **operands):
+    """Runs a 0.7 instruction into a new tile and returns it, as the pre-0.2 ISA calls do."""
+    dst = _tile(where, shape, dtype, buffer)
+    execute(instruction, where, mask=mask, writes=("dst",), dst=dst, **operands)
+    return dst
+
+
 def _free(t):
     return math.prod(t.shape[1:])
 
@@ -129,16 +136,16 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
 
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     """Six mean/variance statistics per partition of ``data`` (at most 512 per partition)."""
-    dst = _tile("bn_stats", (data.shape[0], 6), dtype or data.dtype)
-    execute(new.bn_stats, "bn_stats", mask=mask, writes=("dst",), dst=dst, data=data)
-    return dst
+    return _returned(
+        new.bn_stats, "bn_stats", (data.shape[0], 6), dtype or data.dtype, mask=mask, data=data
+    )
 
 
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     """Mean and variance per partition from ``bn_stats`` results."""
-    dst = _tile("bn_aggr", (data.shape[0], 2), dtype or data.dtype)
-    execute(new.bn_aggr, "bn_aggr", mask=mask, writes=("dst",), dst=dst, data=data)
-    return dst
+    return _returned(
+        new.bn_aggr, "bn_aggr", (data.shape[0], 2), dtype or data.dtype, mask=mask, data=data
+    )
 
 
 def dma_copy(
@@ -169,25 +176,23 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.un
         "dma_transpose",
         "dma_transpose cannot change the data type",
     )
-    dst = _tile("dma_transpose", tuple(src.shape[p] for p in perm), src.dtype)
-    execute(
+    return _returned(
         new.dma_transpose,
         "dma_transpose",
+        tuple(src.shape[p] for p in perm),
+        src.dtype,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         src=src,
         axes=axes,
         dge_mode=dge_mode,
     )
-    return dst
 
 
 def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     """``data`` with each element zeroed with probability ``prob`` (Vector engine)."""
-    dst = _tile("dropout", data.shape, dtype or data.dtype)
-    execute(extra.dropout, "dropout", mask=mask, writes=("dst",), dst=dst, data=data, prob=prob)
-    return dst
+    return _returned(
+        extra.dropout, "dropout", data.shape, dtype or data.dtype, mask=mask, data=data, prob=prob
+    )
 
 
 def _iota(dst, expr):
@@ -211,48 +216,40 @@ def iota(expr, dtype, *, mask=None, **kwargs):
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None):
     """Gather along the free axis within each GpSimd core's 16 partitions (see nki.isa)."""
     count = 16 * _free(index) if num_valid_indices is None else int(num_valid_indices)
-    dst = _tile("local_gather", (src_buffer.shape[0], count, num_elem_per_idx), src_buffer.dtype)
-    execute(
+    return _returned(
         extra.local_gather,
         "local_gather",
+        (src_buffer.shape[0], count, num_elem_per_idx),
+        src_buffer.dtype,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         src_buffer=src_buffer,
         index=index,
         num_elem_per_idx=num_elem_per_idx,
         num_valid_indices=num_valid_indices,
     )
-    return dst
 
 
 def max8(*, src, mask=None, dtype=None, **kwargs):
     """The 8 largest values of each partition, descending."""
-    dst = _tile("max8", (src.shape[0], 8), dtype or src.dtype)
-    execute(new.max8, "max8", mask=mask, writes=("dst",), dst=dst, src=src)
-    return dst
+    return _returned(new.max8, "max8", (src.shape[0], 8), dtype or src.dtype, mask=mask, src=src)
 
 
 def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     """A new SBUF tile of ``shape`` filled with ``value``."""
-    dst = _tile("memset", shape, dtype)
-    execute(new.memset, "memset", mask=mask, writes=("dst",), dst=dst, value=value, engine=engine)
-    return dst
+    return _returned(new.memset, "memset", shape, dtype, mask=mask, value=value, engine=engine)
 
 
 def nc_find_index8(*, data, vals, mask=None, dtype=np.uint32, **kwargs):
     """Indices (uint32 by default) of the first occurrence of each of the 8 ``vals``."""
-    dst = _tile("nc_find_index8", (data.shape[0], 8), dtype)
-    execute(
+    return _returned(
         new.nc_find_index8,
         "nc_find_index8",
+        (data.shape[0], 8),
+        dtype,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         data=data,
         vals=vals,
     )
-    return dst
 
 
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
@@ -299,13 +296,13 @@ def nc_matmul(
     rows = 2 if mode is _perf_mode.double_row else 1
     shape = (_free(stationary) // rows, _free(moving) // rows)
     dtype = stationary.dtype if is_transpose else dtypes.float32
-    dst = _tile("nc_matmul", shape, dtype, buffers.psum)
-    execute(
+    return _returned(
         new.nc_matmul,
         "nc_matmul",
+        shape,
+        dtype,
+        buffers.psum,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         stationary=stationary,
         moving=moving,
         is_stationary_onezero=is_stationary_onezero,
@@ -315,7 +312,6 @@ def nc_matmul(
         tile_size=tile_size,
         perf_mode=mode,
     )
-    return dst
 
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
@@ -393,22 +389,21 @@ def range_select(
 
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """``1 / data`` elementwise."""
-    dst = _tile("reciprocal", data.shape, dtype or data.dtype)
-    execute(new.reciprocal, "reciprocal", mask=mask, writes=("dst",), dst=dst, data=data)
-    return dst
+    return _returned(
+        new.reciprocal, "reciprocal", data.shape, dtype or data.dtype, mask=mask, data=data
+    )
 
 
 def scalar_tensor_tensor(
     *, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None, mask=None
 ):
     """``(data op0 operand0) op1 operand1``: operand0 per partition, operand1 a tile."""
-    dst = _tile("scalar_tensor_tensor", data.shape, dtype or _same_dtype(data, operand1))
-    execute(
+    return _returned(
         new.scalar_tensor_tensor,
         "scalar_tensor_tensor",
+        data.shape,
+        dtype or _same_dtype(data, operand1),
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         data=data,
         op0=resolve_op(op0),
         operand0=operand0,
@@ -417,7 +412,6 @@ def scalar_tensor_tensor(
         reverse0=reverse0,
         reverse1=reverse1,
     )
-    return dst
 
 
 def select_reduce(
@@ -504,17 +498,15 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
 
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     """Reduce ``data`` across its partitions into a one-partition tile (GpSimd)."""
-    dst = _tile("tensor_partition_reduce", (1,) + tuple(data.shape[1:]), dtype or data.dtype)
-    execute(
+    return _returned(
         new.tensor_partition_reduce,
         "tensor_partition_reduce",
+        (1,) + tuple(data.shape[1:]),
+        dtype or data.dtype,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         op=resolve_op(op),
         data=data,
     )
-    return dst
 
 
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kw):
@@ -526,20 +518,18 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
         shape = tuple(s for d, s in enumerate(data.shape) if d not in axes)
     if len(shape) < 2:
         shape = (data.shape[0], 1)
-    dst = _tile("tensor_reduce", shape, dtype or data.dtype)
-    execute(
+    return _returned(
         new.tensor_reduce,
         "tensor_reduce",
+        shape,
+        dtype or data.dtype,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         op=resolve_op(op),
         data=data,
         axis=axis,
         negate=negate,
         keepdims=keepdims,
     )
-    return dst
 
 
 def tensor_scalar(
@@ -557,13 +547,12 @@ def tensor_scalar(
     **kwargs,
 ):
     """``(data op0 operand0) op1 operand1`` with scalar or per-partition operands."""
-    dst = _tile("tensor_scalar", data.shape, dtype or data.dtype)
-    execute(
+    return _returned(
         new.tensor_scalar,
         "tensor_scalar",
+        data.shape,
+        dtype or data.dtype,
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         data=data,
         op0=resolve_op(op0),
         operand0=operand0,
@@ -573,7 +562,6 @@ def tensor_scalar(
         reverse1=reverse1,
         engine=engine,
     )
-    return dst
 
 
 def tensor_scalar_reduce(
@@ -618,32 +606,29 @@ def tensor_scalar_cumulative(
 
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
     """``data1 op data2`` elementwise (same partitions and elements per partition)."""
-    dst = _tile("tensor_tensor", data1.shape, dtype or _same_dtype(data1, data2))
-    execute(
+    return _returned(
         new.tensor_tensor,
         "tensor_tensor",
+        data1.shape,
+        dtype or _same_dtype(data1, data2),
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         data1=data1,
         data2=data2,
         op=resolve_op(op),
         engine=engine,
     )
-    return dst
 
 
 def tensor_tensor_scan(
     data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None
 ):
     """``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` along the free axis."""
-    dst = _tile("tensor_tensor_scan", data0.shape, dtype or _same_dtype(data0, data1))
-    execute(
+    return _returned(
         new.tensor_tensor_scan,
         "tensor_tensor_scan",
+        data0.shape,
+        dtype or _same_dtype(data0, data1),
         mask=mask,
-        writes=("dst",),
-        dst=dst,
         data0=data0,
         data1=data1,
         initial=initial,
@@ -652,7 +637,6 @@ def tensor_tensor_scan(
         reverse0=reverse0,
         reverse1=reverse1,
     )
-    return dst
 
 
 def builtin_custom_op(function_name, lib_file_name, *args, **kwargs):
