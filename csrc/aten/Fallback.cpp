@@ -137,13 +137,21 @@ void announce(OpCounts& counts, bool compiled) {
   }
 }
 
+// Which tier runs an op: natively on device memory, or through the CPU fallback's copies; an
+// op with no route of its own takes the tier of its owner (op_info's library_op).
+enum class Tier { Native, CpuFallback, ByOwner };
+
 class HostCall {
  public:
-  HostCall(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool copy)
-      : op_(op), schema_(op.schema()), stack_(*stack), copy_(copy) {}
+  HostCall(const c10::OperatorHandle& op, torch::jit::Stack* stack, Tier tier)
+      : op_(op),
+        schema_(op.schema()),
+        stack_(*stack),
+        info_(op_info(op)),
+        copy_(tier == Tier::CpuFallback || (tier == Tier::ByOwner && info_.library_op)) {}
 
   void run() {
-    const auto& info = op_info(op_);
+    const auto& info = info_;
     // `torchneuron check` reports what each fallback call cost: its copies and host time.
     const bool observed = copy_ && observing();
     const auto start =
@@ -426,6 +434,7 @@ class HostCall {
   const c10::OperatorHandle& op_;
   const c10::FunctionSchema& schema_;
   torch::jit::Stack& stack_;
+  const OpInfo& info_;
   const bool copy_;
   bool fp8_data_op_ = false;
   c10::DeviceIndex device_ = -1;
@@ -439,11 +448,11 @@ class HostCall {
 } // namespace
 
 void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  HostCall(op, stack, false).run();
+  HostCall(op, stack, Tier::Native).run();
 }
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  HostCall(op, stack, true).run();
+  HostCall(op, stack, Tier::CpuFallback).run();
 }
 
 void announce_fallback(const std::string& op, bool compiled) {
@@ -461,7 +470,7 @@ namespace {
 // namespaces, run natively; other libraries' ops have no NeuronCore kernel on Trainium, and take
 // the CPU-fallback tier, as the ATen ops the op policy names do.
 void run_unrouted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  HostCall(op, stack, op_info(op).library_op).run();
+  HostCall(op, stack, Tier::ByOwner).run();
 }
 
 } // namespace
