@@ -78,7 +78,9 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
     auto [lo, hi] = host.aminmax();
     auto low = lo.item<int64_t>();
     auto high = hi.item<int64_t>();
-    observe("int64", source, "", {host.numel(), low, high});
+    if (observing()) {
+      observe("int64", source, "", {host.numel(), low, high});
+    }
     constexpr auto kMin = std::numeric_limits<int32_t>::min();
     constexpr auto kMax = std::numeric_limits<int32_t>::max();
     TORCH_CHECK(low >= kMin && high <= kMax, "int64 value ", (low < kMin ? low : high), " from ",
@@ -90,7 +92,9 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
   auto narrow = dtype == c10::kDouble ? c10::kFloat : c10::kComplexFloat;
   host.copy_(host.to(narrow));
   count(Counter::Narrowed64Bit, host.numel());
-  observe("float64", source, "", {host.numel()});
+  if (observing()) {
+    observe("float64", source, "", {host.numel()});
+  }
 }
 
 bool fallback_enabled() {

@@ -51,6 +51,7 @@ void log(const std::string& level, const std::string& message);
 //   fallback: bytes copied, host nanoseconds (detail "compiled": a compiled graph's call);
 //   int64: values, min, max; float64: values rounded to 32-bit precision;
 //   excluded: none (detail: the feature); no_kernel: none.
+// Calls on per-op paths check observing() first, so no event is built while nobody listens.
 bool observing();
 void set_observing(bool on);
 void observe(const char* kind, const std::string& op, const std::string& detail = "",
