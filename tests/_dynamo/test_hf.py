@@ -1,5 +1,6 @@
 """Hugging Face generate() with a static cache and CompileConfig(backend="neuron")."""
 
+import hf_tiny
 import pytest
 import torch
 
@@ -8,23 +9,9 @@ import torch_neuronx._dynamo as neuron_dynamo
 transformers = pytest.importorskip("transformers")
 
 
-def tiny_llama():
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=32,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config).to("neuron").eval()
-
-
 def test_generate_with_static_cache_compiles_decode_steps():
-    model = tiny_llama()
-    prompt = torch.randint(0, 64, (1, 5), device="neuron")
+    model = hf_tiny.causal_lm("llama").to("neuron").eval()
+    prompt = torch.randint(0, hf_tiny.VOCAB_SIZE, (1, 5), device="neuron")
     kwargs = dict(max_new_tokens=6, do_sample=False, cache_implementation="static")
     expected = model.generate(prompt, **kwargs)
     config = transformers.CompileConfig(backend="neuron", fullgraph=True)
