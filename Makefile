@@ -63,10 +63,14 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/clang-format --dry-run --Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h')
 
-# A wheel built from this tree installs into a fresh venv and runs an op on the device.
+# A wheel built from the tracked files installs into a fresh venv and runs an op on the device.
+# It builds in a copy: a wheel build places the Python files beside the extension, where they
+# would shadow this checkout's.
 wheel-check: install
 	rm -rf $(WHEEL_CHECK)
-	$(BUILD_ENV) $(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_CHECK)/dist .
+	mkdir -p $(WHEEL_CHECK)/src
+	git ls-files -z | xargs -0 tar -c | tar -x -C $(WHEEL_CHECK)/src
+	cd $(WHEEL_CHECK)/src && $(BUILD_ENV) $(CURDIR)/$(PY) -m pip wheel -q --no-build-isolation --no-deps -w ../dist .
 	$(PYTHON) -m venv $(WHEEL_CHECK)/venv
 	$(WHEEL_CHECK)/venv/bin/python -m pip install -q torch==$(TORCH_VERSION) $(WHEEL_CHECK)/dist/*.whl
 	cd $(WHEEL_CHECK) && venv/bin/python -c "import torch, torch_neuronx; \

@@ -32,5 +32,7 @@ setup(
         ),
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-    options={"build_ext": {"build_temp": f"{BUILD_DIR}/temp", "build_lib": f"{BUILD_DIR}/lib"}},
+    # On `build`, which build_ext and bdist_wheel both take their directories from: a wheel packs
+    # what `build` placed in its build_lib.
+    options={"build": {"build_temp": f"{BUILD_DIR}/temp", "build_lib": f"{BUILD_DIR}/lib"}},
 )
