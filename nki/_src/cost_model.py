@@ -9,57 +9,143 @@ from dataclasses import dataclass, field
 from . import targets
 from .jit import Kernel, Launch
 
-STATIC_CYCLES = 60  # fixed SBUF access overhead of a Vector/Scalar/GpSimd instruction
-PE_MIN_CYCLES = 64  # minimum nc_matmul issue interval
-DESCRIPTOR_BYTES = 512  # per-descriptor DMA overhead, in bytes of bandwidth
-DMA_LATENCY_NS = 1300.0  # fixed DMA completion latency
-SYNC_NS = 50.0  # cross-engine semaphore hand-off
+# Every constant is documented by AWS (NKI ISA API "Estimated instruction cost" sections and
+# the architecture guides) unless marked "fitted"; nki/README.md lists what each was fitted to.
+MIN_II = 64  # minimum initiation interval of a Vector/Scalar instruction, engine cycles
+DEPENDENT_CYCLES = 100  # extra cycles of an instruction reading its predecessor's output
+GPSIMD_START = 150  # GpSimd instruction start-up, engine cycles
+PE_MIN_CYCLES = 64  # minimum nc_matmul issue interval (MM_INIT_LATENCY)
+DMA_LATENCY_NS = 1300.0  # fixed DMA completion latency (semaphore-to-start, ~1.3 us)
+SYNC_NS = 50.0  # cross-engine semaphore hand-off (assumed)
+LAUNCH_NS = 30000.0  # start-up and tear-down of one kernel execution (fitted)
+COLLECTIVE_LATENCY_NS = 10000.0  # handshake of one collective across ranks (assumed)
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 LABEL = "ESTIMATE (analytical model, not measured)"
 
+# Engine cycles per element per partition (N = ``Instr.free``) of each instruction, from the
+# ISA docs' cost formulas; a pair is (cost, cost when one tile input is in PSUM and the other
+# in SBUF: both are then read in parallel).  Instructions not listed stream each input once.
+PER_ELEMENT = {
+    "tensor_tensor": (2, 1),
+    "tensor_copy_predicated": (2, 1),
+    "scalar_tensor_tensor": (2, 1),
+    "tensor_tensor_scan": (2, 2),
+    "select_reduce": (2, 1),
+    "reciprocal": (8, 8),
+    "bn_aggr": (13 / 3, 13 / 3),
+    "nc_n_gather": (2, 2),
+    "quantize_mx": (4, 4),  # N counts 4-element words: one element per cycle
+}
+# Instructions that add one MIN_II for a fused free-axis reduction.
+REDUCING = {"tensor_scalar_reduce", "activation_reduce", "select_reduce"}
+# 2-byte operands that run at one element per cycle where two inputs otherwise take 2N.
+NARROW_SINGLE_PASS = {"tensor_tensor", "scalar_tensor_tensor"}
+# Reductions and fills twice as fast on all-2-byte operands.
+NARROW_HALF = {"tensor_reduce", "memset", "reduce"}
+# Recorded for dependencies only: the pre-0.2 ``psum_tile += matmul`` is the matmul's own
+# PSUM accumulation on the device, not a separate instruction.
+FREE = {"psum +="}
+# Name prefixes of the nki.collectives operations (all_reduce, all_gather_v, ...).
+COLLECTIVES = ("all_", "reduce_scatter", "collective_permute")
 
-def instruction_ns(ins, target):
-    """Engine occupancy of one instruction, in nanoseconds."""
+
+def _elementwise_cycles(ins, psum_reads, target):
+    """Engine cycles of a Vector/Scalar/GpSimd instruction, before the dependency overhead."""
+    n = ins.free
+    inputs = max(ins.inputs, 1)
+    split = ins.inputs == 2 and psum_reads == 1
+    if ins.name in PER_ELEMENT:
+        per = PER_ELEMENT[ins.name][1 if split else 0]
+    else:
+        per = 1 if split or ins.engine == "scalar" else inputs
+    if ins.narrow and ins.name in NARROW_SINGLE_PASS:
+        per = 1
+    elif ins.narrow and ins.name in NARROW_HALF:
+        per /= 2
+    elif ins.narrow and ins.engine == "vector":
+        per /= target.narrow_speedup
+    elif ins.narrow and ins.engine == "scalar" and target.scalar_16bit_double_rate:
+        per /= 2
+    cycles = max(MIN_II, per * n) + (MIN_II if ins.name in REDUCING else 0)
+    if ins.engine == "gpsimd":
+        cycles += GPSIMD_START
+    return cycles
+
+
+def _dma_ns(ins, target):
+    if ins.name.startswith(COLLECTIVES):
+        return ins.nbytes / target.link_bytes_per_ns + COLLECTIVE_LATENCY_NS
+    descriptors = -(-ins.nbytes // max(ins.chunk, 1))
+    return (ins.nbytes + descriptors * target.descriptor_bytes) / target.dma_bytes_per_ns
+
+
+def instruction_ns(ins, target, psum_reads=0, dependent=False):
+    """Engine occupancy of one instruction, in nanoseconds.
+
+    ``psum_reads`` counts its tile inputs in PSUM; ``dependent`` says it reads the output of
+    the previous instruction on the same engine (no pipelining across the two)."""
+    if ins.name in FREE:
+        return 0.0
     if ins.engine == "tensor":
         cycles = max(ins.moving, PE_MIN_CYCLES) * (4 if ins.fp32 else 1)
         return cycles / (2 if ins.double_row else 1) / target.pe_ghz
     if ins.engine == "dma":
-        descriptors = -(-ins.nbytes // max(ins.chunk, 1))
-        return (ins.nbytes + descriptors * DESCRIPTOR_BYTES) / target.dma_bytes_per_ns
-    if ins.engine == "scalar":
-        rate = 2 if ins.narrow and target.scalar_16bit_double_rate else 1
-        return (STATIC_CYCLES + ins.free / rate) / target.scalar_ghz
-    streamed = ins.free * max(ins.inputs, 1)
-    if ins.engine == "vector":
-        return (STATIC_CYCLES + streamed / (2 if ins.narrow else 1)) / target.vector_ghz
-    return (STATIC_CYCLES + streamed) / target.gpsimd_ghz
+        return _dma_ns(ins, target)
+    cycles = _elementwise_cycles(ins, psum_reads, target) + (DEPENDENT_CYCLES if dependent else 0)
+    ghz = {"scalar": target.scalar_ghz, "vector": target.vector_ghz}
+    return cycles / ghz.get(ins.engine, target.gpsimd_ghz)
 
 
 class _Timeline:
-    """Busy intervals of one engine; instructions go into the earliest gap that fits."""
+    """Busy intervals of one engine, touching ones merged (so a busy engine has few);
+    instructions go into the earliest gap that fits."""
 
     def __init__(self):
         self.starts, self.ends = [], []
 
     def place(self, ready, duration):
         """Start time of a ``duration``-long instruction that may not start before ``ready``."""
+        starts, ends = self.starts, self.ends
         start = ready
-        j = bisect.bisect_right(self.ends, ready)
-        while j < len(self.starts) and start + duration > self.starts[j]:
-            start = max(start, self.ends[j])
+        j = bisect.bisect_right(ends, ready)
+        while j < len(starts) and start + duration > starts[j]:
+            start = max(start, ends[j])
             j += 1
-        self.starts.insert(j, start)
-        self.ends.insert(j, start + duration)
+        end = start + duration
+        if j > 0 and ends[j - 1] >= start:
+            j -= 1
+            ends[j] = end
+        else:
+            starts.insert(j, start)
+            ends.insert(j, end)
+        if j + 1 < len(starts) and starts[j + 1] <= end:
+            ends[j] = ends.pop(j + 1)
+            del starts[j + 1]
         return start
 
 
+def _covered(intervals):
+    """Total length of the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def schedule(trace, target):
-    """(latency ns, busy ns per engine, instructions per engine) of one instance's trace."""
+    """(latency ns, busy ns per engine, active ns per engine, instructions per engine) of one
+    instance's trace.  An engine is active while it has an instruction in flight: as busy for
+    compute engines, for DMA also until the data is visible."""
     timelines = defaultdict(_Timeline)
     ready = {}  # alloc id -> (time data is visible, producing engine)
     last_read = defaultdict(float)
     busy = defaultdict(float)
     count = defaultdict(int)
+    last_writes = {}  # engine -> allocations its previous instruction wrote
+    psum = set()  # TensorE only writes PSUM, so its destinations identify PSUM tiles
+    in_flight = []
     finish = 0.0
     for ins in trace:
         start = 0.0
@@ -68,19 +154,27 @@ def schedule(trace, target):
             start = max(start, when + (SYNC_NS if producer != ins.engine else 0.0))
         for a in ins.on_chip_writes:
             start = max(start, last_read[a], ready.get(a, (0.0, None))[0])
-        duration = instruction_ns(ins, target)
+        streamed = ins.reads[: ins.inputs]
+        dependent = bool(set(ins.reads) & last_writes.get(ins.engine, set()))
+        duration = instruction_ns(ins, target, sum(a in psum for a in streamed), dependent)
         start = timelines[ins.engine].place(start, duration)
         end = start + duration
         busy[ins.engine] += duration
         count[ins.engine] += 1
+        last_writes[ins.engine] = set(ins.writes)
+        if ins.engine == "tensor":
+            psum.update(ins.writes)
         visible = end + (DMA_LATENCY_NS if ins.engine == "dma" else 0.0)
+        if ins.engine == "dma":
+            in_flight.append((start, visible))
         for a in ins.writes:
             if visible >= ready.get(a, (0.0, None))[0]:
                 ready[a] = (visible, ins.engine)
         for a in ins.reads:
             last_read[a] = max(last_read[a], end)
         finish = max(finish, visible)
-    return finish, busy, count
+    active = defaultdict(float, busy, dma=_covered(in_flight))
+    return finish + LAUNCH_NS, busy, active, count
 
 
 @dataclass
@@ -92,6 +186,7 @@ class CostReport:
     instances: int
     latency_us: float
     busy_us: dict = field(default_factory=dict)
+    active_us: dict = field(default_factory=dict)  # time with an instruction in flight
     instructions: dict = field(default_factory=dict)
     flops: int = 0
     dma_bytes: int = 0
@@ -114,11 +209,17 @@ class CostReport:
             f"kernel {self.kernel} on {self.target}, {self.instances} SPMD instance(s), "
             f"one NeuronCore each",
             f"estimated latency: {self.latency_us:.2f} us",
-            f"{'engine':<8}{'busy us':>10}{'util':>7}{'instrs':>8}",
+            f"{'engine':<8}{'busy us':>10}{'util':>7}{'active':>8}{'instrs':>8}",
         ]
         for e in ENGINES:
-            util = self.busy_us[e] / self.latency_us if self.latency_us else 0.0
-            lines.append(f"{e:<8}{self.busy_us[e]:>10.2f}{util:>7.0%}{self.instructions[e]:>8}")
+            util, active = (
+                (self.busy_us[e] / self.latency_us, self.active_us[e] / self.latency_us)
+                if self.latency_us
+                else (0.0, 0.0)
+            )
+            lines.append(
+                f"{e:<8}{self.busy_us[e]:>10.2f}{util:>7.0%}{active:>8.0%}{self.instructions[e]:>8}"
+            )
         work = f"DMA {self.dma_bytes / 2**20:.2f} MiB, bottleneck: {self.bottleneck}"
         if self.flops:
             tflops = self.flops / (self.latency_us * 1e6)
@@ -135,15 +236,17 @@ def report(special, name):
     """Build the CostReport of a Specialization."""
     target = special.target
     per_instance = [schedule(trace, target) for trace in special.traces]
-    busy = {e: max(b[e] for _, b, _ in per_instance) / 1e3 for e in ENGINES}
-    count = {e: max(c[e] for _, _, c in per_instance) for e in ENGINES}
+    busy = {e: max(b[e] for _, b, _, _ in per_instance) / 1e3 for e in ENGINES}
+    active = {e: max(a[e] for _, _, a, _ in per_instance) / 1e3 for e in ENGINES}
+    count = {e: max(c[e] for _, _, _, c in per_instance) for e in ENGINES}
     all_ins = [ins for trace in special.traces for ins in trace]
     return CostReport(
         kernel=name,
         target=target.name,
         instances=len(special.traces),
-        latency_us=max(lat for lat, _, _ in per_instance) / 1e3,
+        latency_us=max(lat for lat, _, _, _ in per_instance) / 1e3,
         busy_us=busy,
+        active_us=active,
         instructions=count,
         flops=sum(i.flops for i in all_ins),
         dma_bytes=sum(i.nbytes for i in all_ins),

@@ -10,24 +10,62 @@ KiB = 1024
 
 @dataclass(frozen=True)
 class Target:
-    """One NeuronCore generation: capacities for validation, rates for the cost model."""
+    """One NeuronCore generation: capacities for validation, rates for the cost model. The
+    documented clocks and bandwidths are the platform's (torch_neuronx/platforms.py)."""
 
     name: str  # a platform of torch_neuronx/platforms.py
     sbuf_partition_bytes: int  # physical SBUF bytes per partition
     psum_partition_bytes: int = 16 * KiB
     psum_banks: int = 8
-    pe_ghz: float = 2.4
-    vector_ghz: float = 0.96
-    scalar_ghz: float = 1.2
-    gpsimd_ghz: float = 1.2
-    dma_queue_bytes_per_ns: float = 23.0  # per DMA engine; 16 engines per NC
-    dma_queues: int = 16
-    scalar_16bit_double_rate: bool = False
+    # DMA cost of one descriptor (contiguous run), in bytes of bandwidth: fitted to the
+    # measured matmul tutorial versions (nki/README.md, calibration).
+    descriptor_bytes: int = 512
+
+    @property
+    def platform(self):
+        return PLATFORMS[self.name]
 
     @property
     def generation(self):
         """The NeuronCore version: 2, 3 or 4."""
-        return PLATFORMS[self.name].core_version
+        return self.platform.core_version
+
+    @property
+    def pe_ghz(self):
+        return self.platform.pe_ghz
+
+    @property
+    def vector_ghz(self):
+        return self.platform.vector_ghz
+
+    @property
+    def scalar_ghz(self):
+        return self.platform.scalar_ghz
+
+    @property
+    def gpsimd_ghz(self):
+        return self.platform.gpsimd_ghz
+
+    @property
+    def narrow_speedup(self):
+        """The Vector engine's rate on 2-byte types relative to the others."""
+        wide, other = self.platform.vector_elements
+        return wide / other
+
+    @property
+    def scalar_16bit_double_rate(self):
+        wide, other = self.platform.scalar_elements
+        return wide > other
+
+    @property
+    def dma_bytes_per_ns(self):
+        """All 16 DMA engines of a core (GB/s is bytes per ns)."""
+        return self.platform.dma_gb_s
+
+    @property
+    def link_bytes_per_ns(self):
+        """Chip-to-chip bandwidth per NeuronCore (collectives)."""
+        return self.platform.link_tb_s * 1e3 / self.platform.physical_cores
 
     @property
     def psum_bank_bytes(self):
@@ -39,21 +77,11 @@ class Target:
             return 512
         return self.psum_partition_bytes // dst_itemsize
 
-    @property
-    def dma_bytes_per_ns(self):
-        return self.dma_queue_bytes_per_ns * self.dma_queues
-
 
 TARGETS = {
-    "trn1": Target("trn1", 192 * KiB),
+    "trn1": Target("trn1", 192 * KiB, descriptor_bytes=1200),
     "trn2": Target("trn2", 224 * KiB),
-    "trn3": Target(
-        "trn3",
-        256 * KiB,
-        vector_ghz=1.2,
-        dma_queue_bytes_per_ns=33.0,
-        scalar_16bit_double_rate=True,
-    ),
+    "trn3": Target("trn3", 256 * KiB),
 }
 
 
