@@ -37,6 +37,7 @@ from torch_neuronx._dynamo import default_backend as _default_backend
 from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
 from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
 from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+from torch_neuronx.roofline import estimate
 
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
 _default_backend.install()
@@ -61,6 +62,7 @@ def __getattr__(name):
 __all__ = [
     "clear_op_tracking",
     "distributed",
+    "estimate",
     "get_dynamo_metrics",
     "get_executed_ops",
     "get_fallback_ops",

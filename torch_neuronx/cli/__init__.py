@@ -6,7 +6,7 @@ import sys
 
 # Each subcommand is a module here with a one-line docstring, `add_arguments(parser)` and
 # `run(args) -> int` (the exit code).
-SUBCOMMANDS = ("check", "parity", "coverage", "info")
+SUBCOMMANDS = ("check", "parity", "coverage", "info", "estimate")
 
 
 def main(argv=None):
