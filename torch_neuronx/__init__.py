@@ -33,10 +33,12 @@ _library.register_device_module(neuron)
 from torch_neuronx import distributed  # registers the "neuron" c10d backend
 from torch_neuronx import flex_attention as _flex_attention
 from torch_neuronx import metrics
+from torch_neuronx import profiler
 from torch_neuronx._dynamo import default_backend as _default_backend
 from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
 from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
 from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+from torch_neuronx.profiler import NeuronConfig, NeuronProfiler, ProfileMode
 from torch_neuronx.roofline import estimate
 
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
@@ -60,6 +62,9 @@ def __getattr__(name):
 
 
 __all__ = [
+    "NeuronConfig",
+    "NeuronProfiler",
+    "ProfileMode",
     "clear_op_tracking",
     "distributed",
     "estimate",
@@ -70,6 +75,7 @@ __all__ = [
     "neuron",
     "nki",
     "nki_op",
+    "profiler",
     "wrap_nki",
     "reset_dynamo_metrics",
 ]

@@ -4,6 +4,7 @@
 #include "aten/HostView.h"
 #include "aten/Policy.h"
 #include "runtime/Device.h"
+#include "runtime/Trace.h"
 
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <torch/library.h>
@@ -33,6 +34,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     count(Counter::DeviceToHostCopies);
     count(Counter::DeviceToHostBytes, nbytes);
   }
+  trace::Span span(trace::Kind::Memcpy, (to_device ? dst : self).device().index(), "copy", [&] {
+    return std::string(from_device && to_device ? "Memcpy DtoD (neuron -> neuron)"
+                       : to_device              ? "Memcpy HtoD (host -> neuron)"
+                                                : "Memcpy DtoH (neuron -> host)");
+  });
+  span.add_bytes(nbytes);
   if (from_device && to_device && self.storage().is_alias_of(dst.storage())) {
     // One host storage for both sides, so that the CPU copy sees their overlap as on CPU.
     auto host = host_storage(dst.storage().unsafeGetStorageImpl());
@@ -41,6 +48,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else {
     host_side(dst).copy_(host_side(self), non_blocking);
   }
+  span.finish();
   if (to_device) {
     // A copy that changes the dtype (a cast) produces values, as any op does.
     enforce_64bit(dst, from_device ? "aten::copy_" : "the copy to neuron");
@@ -54,6 +62,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  // Reading a value back (item()) is a device-to-host transfer, as on CUDA.
+  trace::Span span(trace::Kind::Memcpy, self.device().index(), "copy",
+      [] { return std::string("Memcpy DtoH (neuron -> host)"); });
+  span.add_bytes(static_cast<int64_t>(self.element_size()));
   return at::native::_local_scalar_dense_cpu(host_view(self));
 }
 

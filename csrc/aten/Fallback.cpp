@@ -7,6 +7,7 @@
 #include "runtime/CoreScope.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
+#include "runtime/Trace.h"
 
 #include <ATen/core/TensorBody.h>
 #include <c10/core/CPUAllocator.h>
@@ -164,12 +165,19 @@ class HostCall {
     }
     const auto& args = schema_.arguments();
     const size_t first = stack_.size() - args.size();
+    // The CPU-fallback tier's copies are device activity too (as are the kernels, below).
+    trace::Span copies_in;
+    if (copy_ && trace::collecting()) {
+      copies_in.begin(trace::Kind::Memcpy, -1, "cpu_fallback",
+          "Memcpy DtoH (neuron -> host, CPU fallback of " + info.counts->name + ")");
+    }
     for (size_t i = 0; i < args.size(); ++i) {
       prepare(args[i], info.args[i], stack_[first + i]);
     }
     if (device_ < 0) {
       device_ = current_device();
     }
+    finish_copies(copies_in, 0);
     if (info.has_generator) {
       for (size_t i = 0; i < args.size(); ++i) {
         if (info.args[i].generator) {
@@ -180,13 +188,22 @@ class HostCall {
     {
       // The fallback tier copies results back, so only native ops write into the pool.
       CoreScope core(device_, /*pool=*/!copy_, /*rng=*/info.implicit_rng);
+      trace::Span kernel(trace::Kind::Kernel, device_, copy_ ? "cpu_fallback" : "eager",
+          [&] { return (copy_ ? "nc::cpu_fallback " : "nc::") + info.counts->name; });
       call();
     }
+    trace::Span copies_out;
+    if (copy_ && trace::collecting()) {
+      copies_out.begin(trace::Kind::Memcpy, device_, "cpu_fallback",
+          "Memcpy HtoD (host -> neuron, CPU fallback of " + info.counts->name + ")");
+    }
+    const int64_t copied_in = copied_;
     write_back();
     const size_t nret = schema_.returns().size();
     for (size_t i = stack_.size() - nret; i < stack_.size(); ++i) {
       finish(stack_[i]);
     }
+    finish_copies(copies_out, copied_in);
     if (policy_64bit() != Policy64::Native) {
       narrow_results(info.aliased_returns);
     }
@@ -198,6 +215,20 @@ class HostCall {
   }
 
  private:
+  // Records the copies made since `copied_before` bytes, or none when nothing moved.
+  void finish_copies(trace::Span& span, int64_t copied_before) {
+    if (!span.active()) {
+      return;
+    }
+    if (copied_ == copied_before) {
+      span.discard();
+      return;
+    }
+    span.set_device(device_);
+    span.add_bytes(copied_ - copied_before);
+    span.finish();
+  }
+
   // Values the device now holds are 32-bit; see Policy.h. Only values the op wrote are
   // looked at: a view of an argument may show memory nothing has written yet.
   void narrow_results(const std::vector<bool>& aliased_returns) {

@@ -5,6 +5,7 @@
 #include "aten/HostView.h"
 #include "runtime/CoreScope.h"
 #include "runtime/Device.h"
+#include "runtime/Trace.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -97,6 +98,8 @@ void run_like_cpu(
     // Dropout inside these ops draws from the default CPU generator; make that the core's.
     // Results are copied to the device through autograd (ToDevice), so no pool.
     CoreScope core(device->index(), /*pool=*/false, /*rng=*/true);
+    trace::Span kernel(trace::Kind::Kernel, device->index(), "host_composite",
+        [&] { return "nc::" + c10::toString(op.schema().operator_name()); });
     op.callBoxed(stack);
   }
   const size_t nret = op.schema().returns().size();

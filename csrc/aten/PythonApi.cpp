@@ -12,6 +12,8 @@
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 #include "runtime/HostAllocator.h"
+#include "runtime/MemoryContext.h"
+#include "runtime/Trace.h"
 
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
@@ -36,17 +38,33 @@ at::Tensor to_device_alias(const at::Tensor& host, int64_t device) {
   return tensor_over(device_alias(host.storage(), index), host, c10::DispatchKey::PrivateUse1);
 }
 
-// Compiled graphs run all their kernels on the host, as the core (see CoreScope).
-thread_local std::vector<std::unique_ptr<CoreScope>> core_scopes;
+// Compiled graphs run all their kernels on the host, as the core (see CoreScope); to a profiler
+// each call of a graph is one kernel of the core, named after the graph.
+struct GraphCall {
+  CoreScope core;
+  trace::Span span;
+};
 
-void enter_core(int64_t device) {
-  core_scopes.push_back(std::make_unique<CoreScope>(
-      check_device(static_cast<c10::DeviceIndex>(device)), /*pool=*/true, /*rng=*/true));
+thread_local std::vector<std::unique_ptr<GraphCall>> core_scopes;
+
+void enter_core(int64_t device, c10::string_view graph) {
+  auto index = check_device(static_cast<c10::DeviceIndex>(device));
+  auto call = std::unique_ptr<GraphCall>(new GraphCall{CoreScope(index, true, true), {}});
+  if (trace::collecting()) {
+    call->span.begin(trace::Kind::Kernel, index, "compiled_graph",
+        "nc::graph " + (graph.empty() ? std::string("compiled") : std::string(graph)));
+  }
+  core_scopes.push_back(std::move(call));
 }
 
 void exit_core() {
   TORCH_CHECK(!core_scopes.empty(), "neuron::exit_core called without neuron::enter_core");
   core_scopes.pop_back();
+}
+
+// The address of the trace::Api (see runtime/Trace.h), for ctypes and the c10d module.
+int64_t trace_api() {
+  return reinterpret_cast<int64_t>(trace::api());
 }
 
 // The 64-bit policy inside a compiled graph: the compiler inserts this after each op that
@@ -125,6 +143,52 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> host_memory_stats() {
   return {names, values};
 }
 
+void record_memory_history(
+    bool on, bool trace_all, int64_t context_level, bool cpp, int64_t max_entries, bool clear) {
+  TORCH_CHECK(max_entries >= 0, "max_entries must be >= 0, got ", max_entries);
+  neuron::record_memory_history(
+      on, trace_all, static_cast<int>(context_level), cpp, static_cast<size_t>(max_entries), clear);
+}
+
+// The allocator's snapshot, flattened (see MemorySnapshot), with the stack traces symbolized:
+// context i holds frames indices[offsets[i] : offsets[i + 1]] of the frame table.
+std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>,
+    std::vector<std::string>, std::vector<std::string>, std::vector<int64_t>>
+memory_snapshot() {
+  auto snap = neuron::memory_snapshot();
+  std::vector<c10::GatheredContext*> contexts;
+  for (auto& c : snap.contexts) {
+    contexts.push_back(c.get());
+  }
+  auto frames = memory_context::symbolize(contexts);
+  return {std::move(snap.segments), std::move(snap.entries), std::move(frames.offsets),
+      std::move(frames.indices), std::move(frames.filenames), std::move(frames.names),
+      std::move(frames.lines)};
+}
+
+void set_memory_fraction(int64_t device, double fraction) {
+  neuron::set_memory_fraction(static_cast<c10::DeviceIndex>(device), fraction);
+}
+
+int64_t raw_alloc(int64_t nbytes, int64_t device) {
+  TORCH_CHECK(nbytes >= 0, "caching_allocator_alloc: size must be >= 0, got ", nbytes);
+  return reinterpret_cast<int64_t>(
+      neuron::raw_alloc(static_cast<size_t>(nbytes), static_cast<c10::DeviceIndex>(device)));
+}
+
+void raw_delete(int64_t ptr) {
+  TORCH_CHECK(neuron::raw_free(reinterpret_cast<void*>(ptr)), "caching_allocator_delete: ", ptr,
+      " is not an address that caching_allocator_alloc returned (or it was already deleted)");
+}
+
+void reset_host_memory_stats(bool peak) {
+  if (peak) {
+    host_allocator()->reset_peak_stats();
+  } else {
+    host_allocator()->reset_accumulated_stats();
+  }
+}
+
 void reset_counters() {
   clear_counters();
 }
@@ -188,7 +252,22 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
   m.def("to_device_alias(Tensor host, int device) -> Tensor", &to_device_alias);
-  m.def("enter_core(int device) -> ()", &enter_core);
+  m.def("enter_core(int device, str graph=\"\") -> ()", &enter_core);
+  m.def("trace_api() -> int", &trace_api);
+  m.def(
+      "record_memory_history(bool on, bool trace_all, int context_level, bool cpp, "
+      "int max_entries, bool clear) -> ()",
+      &record_memory_history);
+  m.def(
+      "memory_snapshot() -> (int[] segments, int[] entries, int[] offsets, int[] indices, "
+      "str[] filenames, str[] names, int[] lines)",
+      &memory_snapshot);
+  m.def("set_memory_fraction(int device, float fraction) -> ()", &set_memory_fraction);
+  m.def("raw_alloc(int nbytes, int device) -> int", &raw_alloc);
+  m.def("raw_delete(int ptr) -> ()", &raw_delete);
+  m.def("set_caching(bool enabled) -> ()", &neuron::set_caching);
+  m.def("caching() -> bool", &neuron::caching);
+  m.def("reset_host_memory_stats(bool peak) -> ()", &reset_host_memory_stats);
   m.def("exit_core() -> ()", &exit_core);
   m.def("narrow_64bit(Tensor self, str source) -> Tensor");
   m.def("policy_64bit() -> str", &policy_64bit_name);

@@ -1,5 +1,7 @@
 #include "distributed/NeuronBackend.h"
 
+#include "runtime/Trace.h"
+
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -46,6 +48,38 @@ void end_completion() {
     --in_flight;
   }
   in_flight_cv.notify_all();
+}
+
+// The core library's profiler hooks (runtime/Trace.h), reached once through the dispatcher.
+const neuron::trace::Api& trace_api() {
+  static const auto* api = reinterpret_cast<const neuron::trace::Api*>(c10::Dispatcher::singleton()
+          .findSchemaOrThrow("neuron::trace_api", "")
+          .typed<int64_t()>()
+          .call());
+  return *api;
+}
+
+// Starts the device activity of a collective on `outputs`' core when a profiler collects; 0
+// otherwise (and for collectives with no neuron tensor, such as barrier).
+uint64_t begin_trace(OpType type, const std::vector<at::Tensor>& outputs) {
+  const auto& api = trace_api();
+  if (api.collecting->load(std::memory_order_relaxed) == 0) {
+    return 0;
+  }
+  int32_t device = -1;
+  int64_t bytes = 0;
+  for (const auto& t : outputs) {
+    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+      device = device < 0 ? t.device().index() : device;
+      bytes += static_cast<int64_t>(t.numel() * t.element_size());
+    }
+  }
+  if (device < 0) {
+    return 0;
+  }
+  auto name = "nc::cc " + c10d::opTypeToString(type);
+  return api.begin(
+      name.c_str(), /*kernel*/ 0, device, neuron::trace::kCollectiveStream, "collective", bytes);
 }
 
 std::string message(const std::exception& e) {
@@ -243,6 +277,9 @@ void NeuronWork::complete(std::exception_ptr error) {
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
+  if (trace_token_) {
+    trace_api().end(trace_token_);
+  }
   finish(error);
 }
 
@@ -279,6 +316,7 @@ uint64_t NeuronWork::getSequencenumber() const {
 
 NeuronBackend::NeuronBackend(c10::intrusive_ptr<c10d::Backend> gloo)
     : c10d::Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {
+  trace_api(); // looked up now, so that no profile records the lookup as an op
   init();
 }
 
@@ -304,17 +342,21 @@ WorkPtr NeuronBackend::run(
       pg_uid_, "' of ", size_, " ranks)");
   HostArgs host;
   WorkPtr gloo;
+  uint64_t token = begin_trace(type, outputs);
   try {
     gloo = launch(host);
   } catch (const c10::Error& e) {
+    trace_api().end(token);
     // Argument checks, ours and gloo's.
     TORCH_CHECK(false, label, ": ", e.what_without_backtrace());
   } catch (const std::exception& e) {
+    trace_api().end(token);
     // The transport refused, e.g. a connection an earlier timeout or a dead peer closed.
     std::rethrow_exception(backend_error(c10::str(label, " failed: ", e.what())));
   }
   auto work = c10::make_intrusive<NeuronWork>(
       rank_, type, std::move(label), seq, std::move(outputs), std::move(host.averaged), size_);
+  work->set_trace_token(token);
   NeuronWork::attach(work, std::move(gloo));
   return work;
 }

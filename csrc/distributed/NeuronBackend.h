@@ -38,6 +38,9 @@ class NeuronWork final : public c10d::Work {
   static void attach(
       const c10::intrusive_ptr<NeuronWork>& work, c10::intrusive_ptr<c10d::Work> gloo);
 
+  // The profiler's device activity for this collective (runtime/Trace.h), ended on completion.
+  void set_trace_token(uint64_t token) { trace_token_ = token; }
+
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -54,6 +57,7 @@ class NeuronWork final : public c10d::Work {
   const int64_t group_size_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   c10::intrusive_ptr<c10d::Work> gloo_;
+  uint64_t trace_token_ = 0;
 };
 
 class NeuronBackend final : public c10d::Backend {

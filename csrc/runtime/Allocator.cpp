@@ -1,12 +1,17 @@
 #include "runtime/Allocator.h"
 
 #include "runtime/Device.h"
+#include "runtime/MemoryContext.h"
+#include "runtime/Trace.h"
 
+#include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -52,7 +57,61 @@ struct Block {
   c10::DeviceIndex device;
   bool adopted;
   c10::DataPtr host; // owner of adopted memory
+  bool active = false;
+  // Where the current owner allocated it (memory history with a context).
+  std::shared_ptr<c10::GatheredContext> context;
 };
+
+// Memory history, in the actions and order of CUDA's caching allocator (torch.cuda.memory
+// ._snapshot's device_traces): a free is requested and completed at once, execution being
+// synchronous.
+enum class Action : int64_t { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom };
+
+struct TraceEntry {
+  Action action;
+  c10::DeviceIndex device;
+  uintptr_t addr;
+  size_t size;
+  int64_t time_us;
+  size_t device_free; // for Oom
+  std::shared_ptr<c10::GatheredContext> context;
+};
+
+// CUDA's `context` levels: which events keep a stack trace.
+enum class ContextLevel : int { None, State, Alloc, All };
+
+// Any recording on? Tested first, so that the allocator pays one load when nobody records.
+std::atomic<bool> g_history_on{false};
+// Ever on in this process: only then can stack traces be left to drop.
+std::atomic<bool> g_history_used{false};
+std::atomic<int> g_context_level{0};
+std::atomic<bool> g_context_cpp{false};
+
+std::shared_ptr<c10::GatheredContext> context_if(ContextLevel least) {
+  if (!g_history_on.load(std::memory_order_relaxed) ||
+      g_context_level.load(std::memory_order_relaxed) < static_cast<int>(least)) {
+    return nullptr;
+  }
+  return memory_context::gather(g_context_cpp.load(std::memory_order_relaxed));
+}
+
+// Stack traces that leave the allocator's state while its lock is held are dropped after it is
+// released: dropping one takes the GIL, which a thread waiting for the lock may hold.
+thread_local std::vector<std::shared_ptr<c10::GatheredContext>> tls_dropped;
+
+struct DropAfterUnlock {
+  ~DropAfterUnlock() {
+    if (C10_UNLIKELY(g_history_used.load(std::memory_order_relaxed))) {
+      tls_dropped.clear();
+    }
+  }
+};
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 StatType pool_of(size_t size) {
   return size < kSmallLimit ? StatType::SMALL_POOL : StatType::LARGE_POOL;
@@ -83,6 +142,8 @@ void for_each_stat(DeviceStats& stats, Fn fn) {
 struct DeviceState {
   DeviceStats stats;
   size_t reserved = 0;
+  // torch.neuron.set_per_process_memory_fraction: the share of HBM this process may reserve.
+  double fraction = 1.0;
   std::unordered_map<size_t, std::vector<Block*>> free_blocks;
   std::map<uintptr_t, Block*> segments; // every reserved block, for pointer lookups
 };
@@ -103,6 +164,8 @@ class Pools {
     auto& d = at(index);
     size_t size = round_size(nbytes);
     auto pool = pool_of(size);
+    auto context = context_if(ContextLevel::State);
+    DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
     Block* block = take_cached(d, size);
     if (!block) {
@@ -110,17 +173,20 @@ class Pools {
     }
     block->requested = nbytes;
     count_allocation(d, pool, size, nbytes);
+    activate(d, block, std::move(context));
     return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
   }
 
   c10::DataPtr adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex index) {
     auto& d = at(index);
     auto pool = pool_of(nbytes);
+    auto context = context_if(ContextLevel::State);
+    DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (d.reserved + nbytes > hbm_capacity()) {
+    if (d.reserved + nbytes > capacity(d)) {
       ++d.stats.num_alloc_retries;
       release_cached(d);
-      if (d.reserved + nbytes > hbm_capacity()) {
+      if (d.reserved + nbytes > capacity(d)) {
         fail(d, index, nbytes);
       }
     }
@@ -130,7 +196,9 @@ class Pools {
     register_block(block);
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, nbytes);
+    note(Action::SegmentAlloc, index, block->ptr, nbytes, nullptr);
     count_allocation(d, pool, nbytes, nbytes);
+    activate(d, block, std::move(context));
     return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
   }
 
@@ -153,25 +221,50 @@ class Pools {
 
   // Returns the block at `ptr` to its pool; false when no block starts there.
   bool release(void* ptr) {
+    auto context = context_if(ContextLevel::All);
+    DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = registry_.find(ptr);
-    if (it == registry_.end()) {
+    // A cached block stays registered: freeing it again is refused too.
+    if (it == registry_.end() || !it->second->active) {
       return false;
     }
     Block* block = it->second;
     auto& d = *devices_[block->device];
     auto pool = pool_of(block->size);
+    block->active = false;
+    if (block->context) {
+      tls_dropped.push_back(std::move(block->context));
+    }
+    note(Action::FreeRequested, block->device, block->ptr, block->requested, context);
+    note(Action::FreeCompleted, block->device, block->ptr, block->requested, std::move(context));
     update(d.stats.allocation, pool, -1);
     update(d.stats.active, pool, -1);
     update(d.stats.allocated_bytes, pool, -static_cast<int64_t>(block->size));
     update(d.stats.active_bytes, pool, -static_cast<int64_t>(block->size));
     update(d.stats.requested_bytes, pool, -static_cast<int64_t>(block->requested));
-    if (block->adopted) {
+    report(d, block->device, block->ptr, -static_cast<int64_t>(block->size));
+    if (block->adopted || !caching_) {
       unreserve(d, block);
     } else {
       d.free_blocks[block->size].push_back(block);
     }
     return true;
+  }
+
+  void set_caching(bool enabled) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    caching_ = enabled;
+    if (!enabled) {
+      for (auto& d : devices_) {
+        release_cached(*d);
+      }
+    }
+  }
+
+  bool caching() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return caching_;
   }
 
   void empty_cache() {
@@ -209,7 +302,7 @@ class Pools {
 
   Block* reserve(DeviceState& d, c10::DeviceIndex index, size_t size, size_t nbytes, bool retried) {
     void* ptr = nullptr;
-    if (d.reserved + size > hbm_capacity() || posix_memalign(&ptr, kAlignment, size) != 0) {
+    if (d.reserved + size > capacity(d) || posix_memalign(&ptr, kAlignment, size) != 0) {
       if (!retried) {
         ++d.stats.num_alloc_retries;
         release_cached(d);
@@ -225,11 +318,13 @@ class Pools {
     ++d.stats.num_device_alloc;
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, size);
+    note(Action::SegmentAlloc, index, ptr, size, nullptr);
     return block;
   }
 
   void unreserve(DeviceState& d, Block* block) {
     auto pool = pool_of(block->size);
+    note(Action::SegmentFree, block->device, block->ptr, block->size, nullptr);
     d.reserved -= block->size;
     d.segments.erase(reinterpret_cast<uintptr_t>(block->ptr));
     registry_.erase(block->ptr);
@@ -254,11 +349,15 @@ class Pools {
   [[noreturn]] void fail(DeviceState& d, c10::DeviceIndex index, size_t nbytes) {
     ++d.stats.num_ooms;
     auto allocated = d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    note(Action::Oom, index, nullptr, nbytes, nullptr, hbm_capacity() - d.reserved);
     TORCH_CHECK_WITH(OutOfMemoryError, false,
         "Neuron out of memory on neuron:", static_cast<int>(index), " (", platform_name(),
         " logical NeuronCore ", physical_core(index), "). Tried to allocate ", format(nbytes), "; ",
         format(allocated), " allocated, ", format(d.reserved), " reserved, capacity ",
         format(hbm_capacity()),
+        d.fraction < 1.0 ? c10::str(", of which this process may reserve ", format(capacity(d)),
+                               " (set_per_process_memory_fraction(", d.fraction, "))")
+                         : std::string(),
         ". Free tensors you no longer need, call torch.neuron.empty_cache(), or use a "
         "smaller batch.");
   }
@@ -278,12 +377,129 @@ class Pools {
 
   void register_block(Block* block) { registry_[block->ptr] = block; }
 
+  static size_t capacity(const DeviceState& d) {
+    return d.fraction >= 1.0
+               ? hbm_capacity()
+               : static_cast<size_t>(d.fraction * static_cast<double>(hbm_capacity()));
+  }
+
+  // A block handed to a new owner: its stack trace and history entry, and the profiler's
+  // memory event (profile_memory=True), which CPU allocations report the same way.
+  void activate(DeviceState& d, Block* block, std::shared_ptr<c10::GatheredContext> context) {
+    block->active = true;
+    if (g_history_on.load(std::memory_order_relaxed)) {
+      auto level = g_context_level.load(std::memory_order_relaxed);
+      note(Action::Alloc, block->device, block->ptr, block->requested,
+          level >= static_cast<int>(ContextLevel::Alloc) ? context : nullptr);
+      block->context = std::move(context);
+    }
+    report(d, block->device, block->ptr, static_cast<int64_t>(block->size));
+  }
+
+  static void report(DeviceState& d, c10::DeviceIndex index, void* ptr, int64_t delta) {
+    if (C10_UNLIKELY(trace::profiling()) && c10::memoryProfilingEnabled()) {
+      c10::reportMemoryUsageToProfiler(ptr, delta,
+          d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current, d.reserved,
+          c10::Device(kNeuron, index));
+    }
+  }
+
+  // Appends to the history ring (with the lock held).
+  void note(Action action, c10::DeviceIndex device, void* addr, size_t size,
+      std::shared_ptr<c10::GatheredContext> context, size_t device_free = 0) {
+    if (!g_history_on.load(std::memory_order_relaxed) || !trace_all_) {
+      return;
+    }
+    TraceEntry e{action, device, reinterpret_cast<uintptr_t>(addr), size, now_us(), device_free,
+        std::move(context)};
+    if (history_.size() < max_entries_) {
+      history_.push_back(std::move(e));
+      return;
+    }
+    if (history_.empty()) {
+      return;
+    }
+    if (history_[next_].context) {
+      tls_dropped.push_back(std::move(history_[next_].context));
+    }
+    history_[next_] = std::move(e);
+    next_ = (next_ + 1) % history_.size();
+  }
+
+ public:
+  void set_history(
+      bool on, bool trace_all, ContextLevel level, bool cpp, size_t max_entries, bool clear) {
+    DropAfterUnlock drop;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (clear || !on) {
+      for (auto& e : history_) {
+        if (e.context) {
+          tls_dropped.push_back(std::move(e.context));
+        }
+      }
+      history_.clear();
+      next_ = 0;
+    }
+    if (!on) {
+      for (auto& [ptr, block] : registry_) {
+        if (block->context) {
+          tls_dropped.push_back(std::move(block->context));
+        }
+      }
+    }
+    trace_all_ = trace_all;
+    max_entries_ = max_entries;
+    g_context_level.store(static_cast<int>(level));
+    g_context_cpp.store(cpp);
+    g_history_used.store(g_history_used.load() || on);
+    g_history_on.store(on);
+  }
+
+  struct SegmentState {
+    c10::DeviceIndex device;
+    uintptr_t address;
+    size_t size;
+    size_t requested;
+    bool active;
+    std::shared_ptr<c10::GatheredContext> context;
+  };
+
+  void set_fraction(c10::DeviceIndex index, double fraction) {
+    auto& d = at(index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    d.fraction = fraction;
+  }
+
+  // Every segment (each is one block here) and the history, oldest entry first.
+  std::pair<std::vector<SegmentState>, std::vector<TraceEntry>> snapshot() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<SegmentState> segments;
+    for (auto& d : devices_) {
+      for (auto& [address, block] : d->segments) {
+        segments.push_back({block->device, address, block->size,
+            block->active ? block->requested : 0, block->active, block->context});
+      }
+    }
+    std::vector<TraceEntry> entries;
+    for (size_t i = 0; i < history_.size(); ++i) {
+      entries.push_back(history_[(next_ + i) % history_.size()]);
+    }
+    return {std::move(segments), std::move(entries)};
+  }
+
+ private:
   std::vector<std::unique_ptr<DeviceState>> devices_;
   // One lock for every pool: the emulated cores share one host, and contention is rare.
   std::mutex mutex_;
   // DataPtr contexts are the data pointers themselves (so raw_allocate works); this maps them
   // back to their blocks.
   std::unordered_map<void*, Block*> registry_;
+  // Memory history (with the lock held): a ring of at most max_entries_, oldest at next_.
+  std::vector<TraceEntry> history_;
+  size_t next_ = 0;
+  size_t max_entries_ = 0;
+  bool trace_all_ = false;
+  bool caching_ = true;
 };
 
 Pools& pools() {
@@ -344,6 +560,62 @@ const bool g_cpu_allocator_installed = [] {
 }();
 
 } // namespace
+
+void record_memory_history(
+    bool on, bool trace_all, int context_level, bool cpp, size_t max_entries, bool clear) {
+  pools().set_history(
+      on, trace_all, static_cast<ContextLevel>(context_level), cpp, max_entries, clear);
+}
+
+MemorySnapshot memory_snapshot() {
+  auto [segments, entries] = pools().snapshot();
+  MemorySnapshot out;
+  auto slot = [&out](std::shared_ptr<c10::GatheredContext> c) -> int64_t {
+    if (!c) {
+      return -1;
+    }
+    out.contexts.push_back(std::move(c));
+    return static_cast<int64_t>(out.contexts.size()) - 1;
+  };
+  for (auto& s : segments) {
+    out.segments.insert(out.segments.end(),
+        {s.device, static_cast<int64_t>(s.address), static_cast<int64_t>(s.size),
+            static_cast<int64_t>(s.requested), s.active ? 1 : 0, slot(std::move(s.context))});
+  }
+  for (auto& e : entries) {
+    out.entries.insert(
+        out.entries.end(), {e.device, static_cast<int64_t>(e.action), static_cast<int64_t>(e.addr),
+                               static_cast<int64_t>(e.size), e.time_us,
+                               static_cast<int64_t>(e.device_free), slot(std::move(e.context))});
+  }
+  return out;
+}
+
+void* raw_alloc(size_t nbytes, c10::DeviceIndex device) {
+  if (nbytes == 0) {
+    return nullptr;
+  }
+  // The DataPtr's context is its address (see Pools), so releasing it keeps the block alive.
+  return pools().allocate(nbytes, check_device(device)).release_context();
+}
+
+bool raw_free(void* ptr) {
+  return ptr && pools().release(ptr);
+}
+
+void set_caching(bool enabled) {
+  pools().set_caching(enabled);
+}
+
+bool caching() {
+  return pools().caching();
+}
+
+void set_memory_fraction(c10::DeviceIndex device, double fraction) {
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "Invalid memory fraction ", fraction,
+      " for neuron:", static_cast<int>(device), "; pass a value in [0, 1]");
+  pools().set_fraction(check_device(device), fraction);
+}
 
 DevicePoolScope::DevicePoolScope(c10::DeviceIndex device)
     : previous_(std::exchange(tls_pool_device, device)) {}

@@ -4,6 +4,9 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
+#include <memory>
+#include <vector>
+
 namespace neuron {
 
 class DeviceAllocator final : public c10::DeviceAllocator {
@@ -41,6 +44,37 @@ class DevicePoolScope {
  private:
   c10::DeviceIndex previous_;
 };
+
+// torch.neuron.memory._record_memory_history. `context_level` is CUDA's context argument as
+// 0 None, 1 "state", 2 "alloc", 3 "all"; `cpp` adds C++ frames to the stack traces.
+void record_memory_history(
+    bool on, bool trace_all, int context_level, bool cpp, size_t max_entries, bool clear);
+
+// The allocator's state and history, flattened for torch.neuron.memory._snapshot.
+struct MemorySnapshot {
+  static constexpr int kSegmentFields = 6; // device, address, size, requested, active, context
+  static constexpr int kEntryFields = 7;   // device, action, addr, size, time_us, free, context
+  std::vector<int64_t> segments;
+  std::vector<int64_t> entries;
+  // The stack traces that `context` fields index (-1: none).
+  std::vector<std::shared_ptr<c10::GatheredContext>> contexts;
+};
+
+MemorySnapshot memory_snapshot();
+
+// torch.neuron.set_per_process_memory_fraction: this process may reserve at most
+// `fraction` of the core's HBM.
+void set_memory_fraction(c10::DeviceIndex device, double fraction);
+
+// torch.neuron.caching_allocator_alloc/delete: raw device memory, identified by its address.
+void* raw_alloc(size_t nbytes, c10::DeviceIndex device);
+// False, freeing nothing, when `ptr` is not a block's address.
+bool raw_free(void* ptr);
+
+// torch.neuron.caching_allocator_enable: with caching off, freed blocks go back to the host at
+// once (as PYTORCH_NO_CUDA_MEMORY_CACHING does on CUDA).
+void set_caching(bool enabled);
+bool caching();
 
 // The device whose pool a CPU storage's memory came from (in a DevicePoolScope), or -1.
 c10::DeviceIndex pool_device_of(const c10::StorageImpl* storage);

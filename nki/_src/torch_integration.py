@@ -12,10 +12,13 @@ arguments the kernel wrote; the wrapper copies those back in place.
 """
 
 import ast
+import functools
 import itertools
 
 import torch
 from torch.utils import _pytree as pytree
+
+from torch_neuronx import profiler
 
 from .jit import Kernel, Launch
 
@@ -29,7 +32,11 @@ def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):
 
     def register(f):
         op = torch.library.custom_op(
-            name, f, mutates_args=tuple(mutates_args), device_types=device_types, schema=schema
+            name,
+            _profiled(f"nki {name}", f),
+            mutates_args=tuple(mutates_args),
+            device_types=device_types,
+            schema=schema,
         )
         op.register_fake(f)
         return op
@@ -41,12 +48,33 @@ _KERNELS = {}
 _IDS = itertools.count()
 
 
+def _profiled(name, fn):
+    """``fn``, recorded as a NeuronCore kernel in profiles when it runs on neuron tensors."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not profiler.collecting():
+            return fn(*args, **kwargs)
+        device = next(
+            (
+                x.device.index
+                for x in pytree.tree_leaves((args, kwargs))
+                if isinstance(x, torch.Tensor) and x.device.type == "neuron"
+            ),
+            None,
+        )
+        with profiler.device_activity(name, device, "nki"):
+            return fn(*args, **kwargs)
+
+    return run
+
+
 def _run_call(kernel_id, grid, consts, tensors):
     """Run registered kernel ``kernel_id``; returns (new outputs, final values of written args)."""
     launch = _KERNELS[kernel_id][tuple(grid)]
     copies = [t.clone() for t in tensors]
     args, kwargs = _decode(consts, copies)
-    result = launch(*args, **kwargs)
+    result = _profiled(f"nki {launch.kernel.fn.__name__}", launch)(*args, **kwargs)
     special = launch.specialization(args, kwargs)
     outputs = [
         r

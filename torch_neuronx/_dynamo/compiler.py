@@ -85,7 +85,7 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     graph_metrics.subgraphs.append(
         metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start)
     )
-    return HostGraph(compiled, placements, _cpu_fallback_ops(gm))
+    return HostGraph(compiled, placements, _cpu_fallback_ops(gm), name)
 
 
 def _placements(gm, kind):

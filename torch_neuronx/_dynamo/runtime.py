@@ -31,7 +31,7 @@ def _view(storage, like, device):
 class HostGraph:
     """A compiled graph, called with AOTAutograd's boxed convention, on neuron tensors."""
 
-    def __init__(self, compiled, placements, cpu_fallback_ops):
+    def __init__(self, compiled, placements, cpu_fallback_ops, name=""):
         # placements[i]: torch.device for output i, "current" for the current neuron core,
         # or HOST to leave it on the host.
         # An instance attribute, because wrappers (functools.wraps) copy only __dict__.
@@ -40,6 +40,8 @@ class HostGraph:
         self.placements = placements
         # Reported on every call, as eager reports each call of such an op.
         self.cpu_fallback_ops = cpu_fallback_ops
+        # The graph's kernel name in profiles.
+        self.name = name
 
     def __call__(self, args):
         if self.cpu_fallback_ops:
@@ -53,7 +55,9 @@ class HostGraph:
                     core = arg.device.index
         host_args = [_host_alias(a) for a in args]
         args.clear()
-        torch.ops.neuron.enter_core(torch.neuron.current_device() if core is None else core)
+        torch.ops.neuron.enter_core(
+            torch.neuron.current_device() if core is None else core, self.name
+        )
         try:
             outs = self.compiled(host_args)
         finally:
