@@ -269,6 +269,8 @@ TORCH_LIBRARY(neuron, m) {
   m.def("caching() -> bool", &neuron::caching);
   m.def("reset_host_memory_stats(bool peak) -> ()", &reset_host_memory_stats);
   m.def("exit_core() -> ()", &exit_core);
+  m.def("busy_ns(int device) -> int",
+      [](int64_t device) { return busy_ns(static_cast<c10::DeviceIndex>(device)); });
   m.def("narrow_64bit(Tensor self, str source) -> Tensor");
   m.def("policy_64bit() -> str", &policy_64bit_name);
   m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);

@@ -5,6 +5,7 @@
 #include "runtime/Allocator.h"
 #include "runtime/Generator.h"
 
+#include <cstdint>
 #include <optional>
 
 namespace neuron {
@@ -16,10 +17,20 @@ class CoreScope {
   // for kernels that draw random numbers without a generator argument; it is process-wide, so
   // only ops that need it swap it.
   CoreScope(c10::DeviceIndex device, bool pool, bool rng);
+  ~CoreScope();
+  CoreScope(const CoreScope&) = delete;
+  CoreScope& operator=(const CoreScope&) = delete;
 
  private:
+  c10::DeviceIndex device_;
   std::optional<DevicePoolScope> pool_;
   std::optional<ScopedDefaultCPUGenerator> rng_;
+  int64_t busy_since_ns_ = -1; // set when this scope counts busy time (see busy_ns)
 };
+
+// Nanoseconds core `device` has spent running work (inside an outermost CoreScope on some
+// thread), counted from the first call of busy_ns on: until torch.neuron.utilization asks,
+// ops pay one flag test.
+int64_t busy_ns(c10::DeviceIndex device);
 
 } // namespace neuron

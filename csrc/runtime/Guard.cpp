@@ -1,6 +1,7 @@
 // Device guard, streams and events. Execution is synchronous, so streams only carry identity
 // and events carry the host time at which they were recorded.
 
+#include "runtime/Config.h"
 #include "runtime/Device.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -118,6 +119,27 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(a && b && a->recorded && b->recorded,
         "elapsed_time needs both events to have been recorded; call event.record() first");
     return b->time_ms - a->time_ms;
+  }
+
+  // torch.accelerator.get_device_capability: every dtype a neuron tensor can hold and convert,
+  // that is all but the quantized, bit-packed and sub-byte ones (which have no copy kernels),
+  // and no 64-bit floating point where TORCH_NEURONX_64BIT=error refuses it.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    check_device(d.index());
+    c10::DeviceCapability capability;
+    auto& types = capability.capability_data.supported_scalar_types;
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = 0;
+    types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    types.has_Bits1x8 = types.has_Bits2x4 = types.has_Bits4x2 = 0;
+    types.has_Bits8 = types.has_Bits16 = types.has_Float4_e2m1fn_x2 = 0;
+    types.has_UInt1 = types.has_UInt2 = types.has_UInt3 = types.has_UInt4 = 0;
+    types.has_UInt5 = types.has_UInt6 = types.has_UInt7 = 0;
+    types.has_Int1 = types.has_Int2 = types.has_Int3 = types.has_Int4 = 0;
+    types.has_Int5 = types.has_Int6 = types.has_Int7 = 0;
+    if (config::text(config::kPolicy64Bit) == "error") {
+      types.has_Double = types.has_ComplexDouble = 0;
+    }
+    return capability;
   }
 };
 

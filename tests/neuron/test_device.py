@@ -1,4 +1,5 @@
 import os
+import time
 
 import pytest
 import torch
@@ -18,6 +19,9 @@ def test_default_platform_is_trn2_lnc2():
     assert torch.neuron.get_device_properties().name == "trn2"
     assert torch.neuron.get_device_name(1) == "neuron:1"
     assert torch.neuron.get_device_capability() == (3, 0)
+    assert (props.major, props.minor, props.multi_processor_count) == (3, 0, 2)
+    assert not props.is_integrated and props.index == 0
+    assert torch.neuron.get_arch_list() == ["trn2", "trn3"]
 
 
 def test_trn3_override():
@@ -35,7 +39,8 @@ def test_logical_core_size_one(platform, gib):
     code = (
         "import torch\n"
         "p = torch.neuron.get_device_properties(7)\n"
-        "print(torch.neuron.device_count(), p.physical_core, p.total_memory)\n"
+        "print(torch.neuron.device_count(), p.physical_core, p.total_memory, "
+        "p.multi_processor_count)\n"
         "try:\n"
         f"    torch.empty({gib} * 2**30 + 1, dtype=torch.uint8, device='neuron:7')\n"
         "except torch.OutOfMemoryError:\n"
@@ -45,7 +50,7 @@ def test_logical_core_size_one(platform, gib):
         code, env={"NEURON_LOGICAL_NC_CONFIG": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": platform}
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:2] == [f"8 7 {gib * 2**30}", "out of memory"]
+    assert out.stdout.split("\n")[:2] == [f"8 7 {gib * 2**30} 1", "out of memory"]
 
 
 @pytest.mark.parametrize(
@@ -153,3 +158,112 @@ def test_hugging_face_detection():
 def test_importing_the_package_first_works():
     out = run_python("import torch_neuronx, torch; print(torch.neuron.device_count())")
     assert out.stdout.strip() == "4", out.stderr
+
+
+def test_peer_access_and_copies_between_cores():
+    assert torch.neuron.can_device_access_peer(0, 1)
+    assert torch.neuron.can_device_access_peer("neuron:3", torch.device("neuron:2"))
+    assert not torch.neuron.can_device_access_peer(1, 1)
+    with pytest.raises(ValueError, match="peer_device neuron:4 is not a visible core"):
+        torch.neuron.can_device_access_peer(0, 4)
+    x = torch.arange(4.0, device="neuron:0")
+    assert torch.equal(x.to("neuron:1").cpu(), torch.arange(4.0))
+
+
+def test_device_memory_used_is_the_reserved_hbm():
+    free, total = torch.neuron.mem_get_info()
+    assert torch.neuron.device_memory_used() == total - free
+    before = torch.neuron.device_memory_used(1)
+    x = torch.empty(64 * 2**20, dtype=torch.uint8, device="neuron:1")
+    assert torch.neuron.device_memory_used(1) >= before + x.numel()
+    assert torch.neuron.device_memory_used(1) == torch.neuron.memory_reserved(1)
+
+
+def test_ipc_collect_holds_nothing_for_other_processes():
+    x = torch.ones(1024, device="neuron")
+    reserved = torch.neuron.memory_reserved()
+    torch.neuron.ipc_collect()
+    assert torch.neuron.memory_reserved() == reserved and x.sum().item() == 1024
+
+
+def test_utilization_is_the_busy_share_of_wall_time():
+    torch.neuron.utilization()  # starts counting
+    time.sleep(0.05)
+    assert torch.neuron.utilization() <= 5  # idle
+    x = torch.randn(512, 512, device="neuron")
+    start = time.monotonic()
+    while time.monotonic() - start < 0.2:
+        x = (x @ x).tanh()
+    assert torch.neuron.utilization() >= 50  # busy almost all the time
+    with pytest.raises(IndexError, match="Invalid device index"):
+        torch.neuron.utilization(7)
+
+
+def test_capability_flags():
+    assert torch.neuron.is_tf32_supported() and torch.neuron.has_half
+
+
+def _converts(dtype, others):
+    x = torch.zeros(2, dtype=dtype, device="neuron")
+    return all(x.to(other).dtype == other for other in others)
+
+
+def test_accelerator_capability_lists_the_dtypes_neuron_holds():
+    supported = torch.accelerator.get_device_capability()["supported_dtypes"]
+    assert supported == torch.accelerator.get_device_capability("neuron:1")["supported_dtypes"]
+    assert {torch.float32, torch.bfloat16, torch.float8_e4m3fn, torch.float64} <= supported
+    for dtype in supported:
+        assert _converts(dtype, supported), dtype
+    for dtype in (torch.qint8, torch.quint8, torch.bits8, torch.bits16):
+        assert dtype not in supported
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            _converts(dtype, supported)
+    with pytest.raises(IndexError, match="Invalid device index neuron:7"):
+        torch.accelerator.get_device_capability(7)
+
+
+def test_accelerator_capability_follows_the_64bit_policy():
+    code = (
+        "import torch\n"
+        "s = torch.accelerator.get_device_capability()['supported_dtypes']\n"
+        "print(torch.float64 in s, torch.complex128 in s, torch.int64 in s)\n"
+        "try:\n"
+        "    torch.zeros(1, dtype=torch.float64, device='neuron')\n"
+        "except RuntimeError:\n"
+        "    print('refused')\n"
+    )
+    out = run_python(code, env={"TORCH_NEURONX_64BIT": "error"})
+    assert out.stdout.split("\n")[:2] == ["False False True", "refused"], out.stderr
+
+
+@pytest.mark.parametrize("name", sorted(torch.neuron.tensors.TENSOR_TYPES))
+def test_typed_tensor_classes(name):
+    cls = getattr(torch.neuron, name)
+    cpu_cls = getattr(torch, name)
+    x = cls(2, 3)
+    # torch names a neuron tensor's legacy type itself: it must be this class's name.
+    assert x.type() == f"torch.neuron.{name}" and x.shape == (2, 3)
+    assert isinstance(x, cls) and not isinstance(x.cpu(), cls) and isinstance(x.cpu(), cpu_cls)
+    assert cls().shape == (0,) and cls(torch.Size([4])).device == torch.device("neuron:0")
+    data = [[1, 0], [0, 1]]
+    assert torch.equal(cls(data).cpu(), cpu_cls(data))
+    assert torch.ones(2).type(cls).type() == f"torch.neuron.{name}"
+    assert repr(cls) == f"<class 'torch.neuron.{name}'>"
+
+
+@pytest.mark.parametrize("name", sorted(torch.neuron.tensors.STORAGE_TYPES))
+def test_typed_storage_classes(name):
+    cls = getattr(torch.neuron, name)
+    storage = cls(3)
+    assert storage.device.type == "neuron" and storage.size() == 3
+    assert storage.dtype == getattr(torch, name).dtype
+    assert isinstance(storage, cls) and not isinstance(getattr(torch, name)(3), cls)
+    x = torch.ones(4, dtype=storage.dtype, device="neuron")
+    assert isinstance(x.storage(), cls)
+    assert cls([1, 0]).tolist() == getattr(torch, name)([1, 0]).tolist()
+
+
+def test_typed_tensor_over_a_storage():
+    storage = torch.neuron.FloatStorage([1.0, 2.0, 3.0])
+    x = torch.neuron.FloatTensor(storage)
+    assert x.device.type == "neuron" and torch.equal(x.cpu(), torch.tensor([1.0, 2.0, 3.0]))

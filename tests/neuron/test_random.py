@@ -90,3 +90,33 @@ def test_random_seeds_and_torch_errors_for_the_rest():
     for seed in (2**64, -(2**63) - 1):
         with pytest.raises(ValueError, match="Overflow"):
             torch.manual_seed(seed)
+
+
+@pytest.mark.skipif(
+    not hasattr(torch._C, "_accelerator_getDefaultGenerator"),
+    reason="torch 2.13 has no binding for a PrivateUse1 default generator",
+)
+def test_default_generators_are_the_cores_generators():
+    gens = torch.neuron.default_generators
+    assert "default_generators" in torch.neuron.__all__
+    assert [g.device for g in gens] == [torch.device("neuron", i) for i in range(4)]
+    gens[2].manual_seed(123)
+    with torch.neuron.device(2):
+        assert torch.neuron.initial_seed() == 123
+    assert torch.equal(torch.rand(5, device="neuron:2").cpu(), torch.rand(5, generator=_cpu(123)))
+    torch.neuron.manual_seed_all(9)
+    assert [g.initial_seed() for g in gens] == [9] * 4
+    assert torch.neuron.default_generators is gens
+
+
+@pytest.mark.skipif(
+    hasattr(torch._C, "_accelerator_getDefaultGenerator"), reason="torch >= 2.14 has it"
+)
+def test_default_generators_on_torch_2_13_say_why():
+    assert not hasattr(torch.neuron, "default_generators")
+    with pytest.raises(AttributeError, match="torch 2.13 gives Python no way"):
+        torch.neuron.default_generators
+
+
+def _cpu(seed):
+    return torch.Generator().manual_seed(seed)

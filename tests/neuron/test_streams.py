@@ -75,3 +75,41 @@ def test_wait_and_record_stream():
     torch.neuron.synchronize()
     torch.accelerator.synchronize()
     assert s1.query() and s2.query()
+
+
+def test_streams_handed_out_are_neuron_streams():
+    s = torch.neuron.Stream(device=1)
+    handed_out = [
+        torch.neuron.current_stream(),
+        torch.neuron.default_stream(2),
+        s,
+    ]
+    with torch.neuron.stream(s):
+        handed_out.append(torch.neuron.current_stream(1))
+    for stream in handed_out:
+        assert isinstance(stream, torch.neuron.Stream) and isinstance(stream, torch.Stream)
+    assert handed_out[0] == torch.accelerator.current_stream()
+    assert handed_out[1].device_index == 2 and handed_out[1].stream_id == 0
+    assert handed_out[3] == s and hash(handed_out[3]) == hash(s)
+    assert not isinstance(torch.accelerator.current_stream(), torch.neuron.Stream)
+    assert not torch.neuron.is_current_stream_capturing()
+
+
+def test_neuron_events_time_against_each_other_and_torch_events():
+    s = torch.neuron.Stream()
+    start = s.record_event(torch.neuron.Event(enable_timing=True))
+    assert isinstance(start, torch.neuron.Event) and isinstance(start, torch.Event)
+    a = torch.randn(128, 128, device="neuron")
+    for _ in range(5):
+        a = a @ a / 128
+    end = torch.neuron.Event(enable_timing=True)
+    end.record()
+    plain = torch.Event(device="neuron", enable_timing=True)
+    plain.record()
+    assert start.elapsed_time(end) > 0
+    assert start.elapsed_time(plain) >= start.elapsed_time(end)
+    assert isinstance(s.record_event(), torch.neuron.Event)
+    # A plain torch.Stream accepts a neuron event where it takes any torch.Event.
+    torch.accelerator.current_stream().wait_event(end)
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        torch.neuron.Event().elapsed_time(torch.neuron.Event())

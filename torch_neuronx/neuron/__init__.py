@@ -1,37 +1,34 @@
-"""``torch.neuron``: the device module, shaped like ``torch.cuda``."""
+"""``torch.neuron``: the device module, shaped like ``torch.cuda``.
 
-from torch_neuronx.neuron import amp
+Every name of ``torch.cuda.__all__`` that means something for a non-CUDA device is here with
+that meaning; the rest are listed, with the way out, in ``omitted.OMITTED`` and
+docs/device_module.md."""
+
+from torch_neuronx.neuron import amp, memory, omitted, random, streams
 from torch_neuronx.neuron.device import (
     _is_in_bad_fork,
     _lazy_init,
+    can_device_access_peer,
     current_device,
     device,
     device_count,
+    device_memory_used,
     device_of,
     get_amp_supported_dtype,
+    get_arch_list,
     get_device_capability,
     get_device_name,
     get_device_properties,
+    has_half,
     init,
+    ipc_collect,
     is_available,
     is_bf16_supported,
     is_initialized,
+    is_tf32_supported,
     set_device,
     synchronize,
-)
-from torch_neuronx.neuron.memory import (
-    empty_cache,
-    host_memory_stats,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_reserved,
-    memory_stats,
-    memory_summary,
-    reset_accumulated_memory_stats,
-    reset_max_memory_allocated,
-    reset_peak_memory_stats,
+    utilization,
 )
 from torch_neuronx.neuron.random import (
     get_rng_state,
@@ -50,46 +47,69 @@ from torch_neuronx.neuron.streams import (
     StreamContext,
     current_stream,
     default_stream,
+    is_current_stream_capturing,
     set_stream,
     stream,
 )
+from torch_neuronx.neuron.tensors import STORAGE_TYPES, TENSOR_TYPES
+
+# memory.py's names appear here as it adds them.
+globals().update({name: getattr(memory, name) for name in memory.__all__})
+globals().update(TENSOR_TYPES)
+globals().update(STORAGE_TYPES)
+
+_default_generators = None
+
+
+def __getattr__(name):
+    global _default_generators
+    if name in omitted.OMITTED:
+        raise omitted.missing(name)
+    if name == "default_generators":
+        # Built on first use: counting the cores would start the runtime at import.
+        if _default_generators is None:
+            _default_generators = random._default_generators()
+        return _default_generators
+    raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "Event",
     "Stream",
     "StreamContext",
     "amp",
+    "can_device_access_peer",
     "current_device",
     "current_stream",
     "default_stream",
     "device",
     "device_count",
+    "device_memory_used",
     "device_of",
-    "empty_cache",
     "get_amp_supported_dtype",
+    "get_arch_list",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
-    "host_memory_stats",
+    "has_half",
     "init",
     "initial_seed",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
+    "is_tf32_supported",
     "manual_seed",
     "manual_seed_all",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "memory_summary",
-    "reset_accumulated_memory_stats",
-    "reset_max_memory_allocated",
-    "reset_peak_memory_stats",
+    "memory",
+    "random",
     "seed",
     "seed_all",
     "set_device",
@@ -97,5 +117,12 @@ __all__ = [
     "set_rng_state_all",
     "set_stream",
     "stream",
+    "streams",
     "synchronize",
+    "utilization",
+    *TENSOR_TYPES,
+    *STORAGE_TYPES,
+    *memory.__all__,
 ]
+if "default_generators" not in omitted.OMITTED:
+    __all__.append("default_generators")

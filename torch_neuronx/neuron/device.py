@@ -3,10 +3,12 @@
 import dataclasses
 import os
 import threading
+import time
 
 import torch
 from torch.types import Device
 
+from torch_neuronx import config
 from torch_neuronx.platforms import PLATFORMS
 
 _initialized = False
@@ -118,19 +120,22 @@ def synchronize(device: Device = None) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class _NeuronDeviceProperties:
-    name: str
-    total_memory: int
-    physical_core: int
+    name: str  # the platform: trn2 or trn3
+    total_memory: int  # HBM bytes of the logical core
+    physical_core: int  # the core's number on the chip (as NEURON_RT_VISIBLE_CORES counts)
     index: int
-    major: int
+    major: int  # NeuronCore generation: 3 on trn2, 4 on trn3
     minor: int
+    multi_processor_count: int  # physical NeuronCores in the logical core (the LNC size)
+    is_integrated: bool = False
 
 
 def get_device_properties(device: Device = None) -> "_NeuronDeviceProperties":
-    """Properties of a NeuronCore: ``name`` (trn2/trn3) and ``total_memory`` in bytes."""
+    """Properties of a NeuronCore: platform name, HBM bytes, generation, LNC size."""
     idx = _index(device)
     name, total, core = torch.ops.neuron.platform(idx)
-    return _NeuronDeviceProperties(name, total, core, idx, PLATFORMS[name].core_version, 0)
+    lnc = config.get("NEURON_LOGICAL_NC_CONFIG")
+    return _NeuronDeviceProperties(name, total, core, idx, PLATFORMS[name].core_version, 0, lnc)
 
 
 def get_device_name(device: Device = None) -> str:
@@ -152,3 +157,56 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Trainium computes in bfloat16 natively."""
     return True
+
+
+def is_tf32_supported() -> bool:
+    """Trainium's Tensor Engine takes tf32 inputs (nki_spec.md section 4)."""
+    return True
+
+
+def get_arch_list() -> list[str]:
+    """The Trainium platforms the neuron device runs on (NEURON_PLATFORM_TARGET_OVERRIDE)."""
+    return [p.name for p in PLATFORMS.values() if p.torch_device]
+
+
+def can_device_access_peer(device: Device, peer_device: Device) -> bool:
+    """True for two different visible cores: they are cores of one chip, whose HBM each can
+    reach; False for a core and itself, as in CUDA."""
+    a, b = _index(device), _index(peer_device)
+    count = device_count()
+    for role, idx in (("device", a), ("peer_device", b)):
+        if not 0 <= idx < count:
+            raise ValueError(
+                f"can_device_access_peer: {role} neuron:{idx} is not a visible core; "
+                f"use an index from 0 to {count - 1}"
+            )
+    return a != b
+
+
+def ipc_collect() -> None:
+    """Nothing to collect: neuron tensors are never shared between processes (IPC), so no
+    device memory is held for another process."""
+
+
+def device_memory_used(device: Device = None) -> int:
+    """HBM bytes in use on a NeuronCore: the emulated HBM belongs to this process, so this is
+    what its caching allocator has reserved (total minus free of mem_get_info)."""
+    free, total = torch.accelerator.get_memory_info(_index(device))
+    return total - free
+
+
+has_half = True  # float16 tensors and arithmetic work on neuron
+
+
+_busy_samples = {}  # device index -> (wall ns, busy ns) at the previous utilization() call
+
+
+def utilization(device: Device = None) -> int:
+    """Percent of the wall time since the previous call that the core spent running work. The
+    runtime counts busy time from the first call on, so the first call answers 0."""
+    idx = _index(device)
+    sample = (time.monotonic_ns(), torch.ops.neuron.busy_ns(idx))
+    previous = _busy_samples.get(idx, sample)
+    _busy_samples[idx] = sample
+    wall = sample[0] - previous[0]
+    return round(100 * (sample[1] - previous[1]) / wall) if wall else 0

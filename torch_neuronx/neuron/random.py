@@ -16,6 +16,11 @@ def _seed_bits(seed):
     return value - _UINT64 if value >= _UINT64 >> 1 else value
 
 
+def _default_generators() -> tuple[torch.Generator, ...]:
+    """The default generator of each NeuronCore, the ones ops draw from when given none."""
+    return tuple(torch._C._accelerator_getDefaultGenerator(i) for i in range(device_count()))
+
+
 def manual_seed(seed: int) -> None:
     """Seeds the current NeuronCore's generator."""
     torch.ops.neuron.manual_seed(_index(), _seed_bits(seed))

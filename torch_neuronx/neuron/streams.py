@@ -9,40 +9,103 @@ from torch_neuronx.neuron.device import _index
 _NEURON_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1)
 
 
-class Stream:
-    """A NeuronCore stream: returns a ``torch.Stream`` on the neuron device."""
+class Stream(torch.Stream):
+    """A NeuronCore stream: a ``torch.Stream`` of the neuron device, as ``torch.cuda.Stream``
+    is one of the CUDA device."""
 
-    def __new__(cls, device=None, priority=0):
-        return torch.Stream(device=torch.device("neuron", _index(device)), priority=priority)
+    def __new__(cls, device=None, priority=0, **kwargs):
+        # Streams the runtime hands out are rebuilt from their (id, index, type) triple.
+        if kwargs:
+            return super().__new__(cls, **kwargs)
+        dev = torch.device("neuron", _index(device))
+        return super().__new__(cls, device=dev, priority=priority)
 
+    def __init__(self, *args, **kwargs):
+        pass  # torch.Stream is built in __new__; object.__init__ would refuse the arguments
 
-class Event:
-    """A NeuronCore event: returns a ``torch.Event`` on the neuron device."""
-
-    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return torch.Event(
-            device="neuron",
-            enable_timing=enable_timing,
-            blocking=blocking,
-            interprocess=interprocess,
+    @classmethod
+    def _wrap(cls, stream):
+        return cls(
+            stream_id=stream.stream_id,
+            device_index=stream.device_index,
+            device_type=stream.device_type,
         )
 
+    def record_event(self, event=None):
+        """Records ``event`` (a new ``torch.neuron.Event`` if None) on this stream."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
 
-def current_stream(device: Device = None) -> torch.Stream:
+    def wait_event(self, event):
+        """Makes later work on this stream wait for ``event``."""
+        event.wait(self)
+
+    def wait_stream(self, stream):
+        """Makes later work on this stream wait for the work queued on ``stream``."""
+        self.wait_event(stream.record_event())
+
+    def __repr__(self):
+        return f"torch.neuron.Stream(device=neuron:{self.device_index} stream_id={self.stream_id})"
+
+
+class Event(torch.Event):
+    """A NeuronCore event: a ``torch.Event`` of the neuron device."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, **_event_flags(enable_timing, blocking, interprocess))
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        # torch.Event.elapsed_time accepts only an exact torch.Event as its argument, so each
+        # event keeps a plain twin, recorded with it, to time against another event's twin.
+        self._twin = torch.Event(**_event_flags(enable_timing, blocking, interprocess))
+
+    def record(self, stream=None):
+        """Records the event on ``stream`` (the current stream if None)."""
+        stream = current_stream() if stream is None else stream
+        super().record(stream)
+        self._twin.record(stream)
+
+    def wait(self, stream=None):
+        """Makes later work on ``stream`` (the current stream if None) wait for this event."""
+        super().wait(current_stream() if stream is None else stream)
+
+    def elapsed_time(self, end_event):
+        """Milliseconds of host time between this event's record and ``end_event``'s."""
+        return self._twin.elapsed_time(getattr(end_event, "_twin", end_event))
+
+    def __repr__(self):
+        return f"torch.neuron.Event(device=neuron:{self.device.index} event_id={self.event_id})"
+
+
+def _event_flags(enable_timing, blocking, interprocess):
+    return dict(
+        device="neuron",
+        enable_timing=enable_timing,
+        blocking=blocking,
+        interprocess=interprocess,
+    )
+
+
+def current_stream(device: Device = None) -> Stream:
     """The current stream of a NeuronCore."""
-    return torch.accelerator.current_stream(_index(device))
+    return Stream._wrap(torch.accelerator.current_stream(_index(device)))
 
 
-def default_stream(device: Device = None) -> torch.Stream:
+def default_stream(device: Device = None) -> Stream:
     """The default stream of a NeuronCore."""
-    idx = _index(device)
-    return torch.Stream(stream_id=0, device_index=idx, device_type=_NEURON_DEVICE_TYPE)
+    return Stream(stream_id=0, device_index=_index(device), device_type=_NEURON_DEVICE_TYPE)
 
 
 def set_stream(stream: torch.Stream) -> None:
     """Makes ``stream`` current on its NeuronCore."""
     if stream is not None:
         torch.accelerator.set_stream(stream)
+
+
+def is_current_stream_capturing() -> bool:
+    """False: the neuron device has no graph capture (no CUDA-graph equivalent)."""
+    return False
 
 
 class StreamContext:
