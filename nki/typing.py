@@ -37,3 +37,7 @@ class tensor:  # noqa: N801 - NKI name
         if items and isinstance(items[0], (torch.dtype, dtypes.DType)):
             dtype, items = dtypes.normalize(items[0]), items[1:]
         return TensorType(dtype, tuple(items))
+
+
+class mutable_tensor(tensor):  # noqa: N801 - NKI name
+    """Annotates an argument the kernel writes in place; same subscript forms as ``tensor``."""

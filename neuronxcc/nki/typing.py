@@ -20,3 +20,7 @@ class tensor:  # noqa: N801 - NKI name
         if len(rest) > 1:
             raise TypeError(f"tensor[...] takes a shape and at most one dtype, got {item!r}")
         return TensorType(rest[0] if rest else None, shape)
+
+
+class mutable_tensor(tensor):  # noqa: N801 - NKI name
+    """Annotates an argument the kernel writes in place; same subscript forms as ``tensor``."""

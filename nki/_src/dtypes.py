@@ -33,6 +33,12 @@ class DType:
         return self._name
 
     @property
+    def __name__(self):
+        # Named like the numpy scalar types, so tools that label values by ``__name__`` (e.g.
+        # pytest parameter ids) show "bfloat16" rather than a position.
+        return self._name
+
+    @property
     def packed(self):
         """True for the 4x packed MX types."""
         return self.element is not None
@@ -49,8 +55,10 @@ class DType:
     def dtype(self):
         """The numpy dtype of host arrays of this type (x4: raw words tagged with metadata)."""
         if self.packed:
+            # A one-field record named after the type, so str() of an array's dtype names it
+            # (as NKI's own numpy extension dtypes do) and records never mix with integers.
             raw = np.uint32 if self.itemsize == 4 else np.uint16
-            return np.dtype(raw, metadata={"nki_dtype": self._name})
+            return np.dtype([(self._name, raw)], metadata={"nki_dtype": self._name})
         try:
             return np.dtype(torch.empty(0, dtype=self.torch).numpy().dtype)
         except TypeError:
@@ -83,7 +91,9 @@ class DType:
         return eq if eq is NotImplemented else not eq
 
     def __hash__(self):
-        return hash(self._name)
+        # An x4 type hashes as its numpy dtype, which it equals: a dict keyed by x4 types is
+        # then also found by the dtype of a numpy x4 array.
+        return hash(self.dtype) if self.packed else hash(self._name)
 
     def __reduce__(self):
         return (by_name, (self._name,))
@@ -206,15 +216,17 @@ def from_torch(dtype):
 def from_numpy(dtype):
     """The NKI dtype of a numpy dtype (or scalar type), or None if it has none.
 
-    x4 arrays are numpy uint32/uint16 arrays whose dtype carries ``metadata={"nki_dtype": name}``
-    or whose dtype is named after the x4 type (as extension-dtype packages name them).
+    x4 arrays are numpy uint32/uint16 words (or one-field records of them) whose dtype carries
+    ``metadata={"nki_dtype": name}``, whose single field is named after the x4 type, or whose
+    dtype is named after it (as extension-dtype packages name them).
     """
     try:
         np_dtype = np.dtype(dtype)
     except TypeError:
         return None
     meta = np_dtype.metadata or {}
-    name = meta.get("nki_dtype", np_dtype.name)
+    fields = np_dtype.names or ()
+    name = meta.get("nki_dtype") or (fields[0] if len(fields) == 1 else np_dtype.name)
     found = _BY_NAME.get(name)
     if found is not None and found.packed and np_dtype.itemsize != found.itemsize:
         return None

@@ -210,7 +210,10 @@ class Launch:
             where = f"program {programs[program]}" if self.grid else "the kernel"
             return f"rank {rank} {where}" if num_ranks > 1 else where
 
-        world = spmd.World(num_ranks * len(programs), describe)
+        # The programs of a kernel[2] launch are the two cores of a Logical NeuronCore: they
+        # run at the same time and share HBM, so their instructions interleave.
+        lnc_cores = tuple(self.grid) == (2,) and target.generation >= 3
+        world = spmd.World(num_ranks * len(programs), describe, interleave=lnc_cores)
 
         def body(instance):
             rank, program = divmod(instance, len(programs))

@@ -3,9 +3,12 @@ cooperatively scheduled threads.
 
 Exactly one instance runs at a time.  An instance runs until it finishes or must wait at a
 synchronization point (``core_barrier``, ``sendrecv``, a collective); the next runnable
-instance in launch order then takes over.  Execution is therefore deterministic, kernels
-without synchronization run instance after instance as before, and a synchronization no
-instance can ever satisfy is reported as a deadlock instead of hanging.
+instance in launch order then takes over.  When the instances run concurrently on hardware
+(the two cores of a Logical NeuronCore share HBM), they are interleaved instruction by
+instruction instead, so a core's early writes (e.g. zero-initializing its share of an output)
+land before the peer's later writes to the same HBM, as they do on the device.  Execution is
+deterministic either way, and a synchronization no instance can ever satisfy is reported as a
+deadlock instead of hanging.
 """
 
 import threading
@@ -16,8 +19,9 @@ from .errors import NkiValidationError
 class World:
     """Instances ``0..size-1`` of one launch and the state their synchronizations share."""
 
-    def __init__(self, size, describe):
+    def __init__(self, size, describe, interleave=False):
         self.size = size
+        self.interleave = interleave and size > 1
         self.describe = describe  # instance number -> readable name, e.g. "rank 1 core 0"
         self.cond = threading.Condition()
         self.turn = 0
@@ -85,6 +89,17 @@ class World:
             )
             self.turn = None
             self.cond.notify_all()
+
+    def tick(self, instance):
+        """After each instruction of a concurrent launch, let the next runnable instance run
+        one instruction."""
+        if not self.interleave:
+            return
+        with self.cond:
+            self._hand_over(instance)
+            self.cond.wait_for(lambda: self.turn == instance or self.deadlock is not None)
+            if self.turn != instance:
+                raise NkiValidationError(self.deadlock)
 
     def wait(self, instance, ready, what, op):
         """Block ``instance`` until ``ready()`` holds, letting the other instances run."""

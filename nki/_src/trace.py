@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+import torch
+
 from . import buffers, runtime
 from .tensor import NkiTensor
 
@@ -57,9 +59,16 @@ def mark_written(t):
         _psum_flags(t).fill_(True)
 
 
+_WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def psum_written(t):
-    """Bool tensor (shape of ``t``): which PSUM elements were written before."""
-    return _psum_flags(t).all(-1)
+    """Bool tensor (shape of ``t``): which PSUM elements were written before. Each element's
+    byte flags are read as one integer, all set when it is 0x01 repeated (torch's bool
+    reduction over the byte axis is the slow part of accumulating matmuls)."""
+    size = t.itemsize
+    words = _psum_flags(t).view(torch.uint8).view(_WORDS[size])[..., 0]
+    return words == int.from_bytes(b"\x01" * size, "little")
 
 
 def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
@@ -69,6 +78,8 @@ def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
     scalar) operands that only matter as dependencies.
     """
     ctx = runtime.current()
+    if ctx.world is not None:
+        ctx.world.tick(ctx.instance)
     used = [t._alloc for t in list(dsts) + list(srcs) + list(reads) if isinstance(t, NkiTensor)]
     ctx.allocator.step(name, used)
     for d in dsts:

@@ -121,6 +121,7 @@ from .._src.language.ranges import (
     sequential_range,
     static_range,
 )
+from .._src.language.ranges import plain_range as range  # noqa: A004 - NKI name
 from .._src.language.spmd import num_programs, program_id, program_ndim
 from .._src.language.tile_size import tile_size
 from .._src.language.views import broadcast_to, expand_dims

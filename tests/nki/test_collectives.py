@@ -28,14 +28,17 @@ def staged(x, name):
 
 
 @nki.jit
-def swap_halves_with_barrier(x, use_barrier):
-    """Each core writes its half of a shared buffer, then reads the other core's half."""
+def swap_halves_with_barrier(x, use_barrier, lag):
+    """Each core writes its half of a shared buffer (core 1 after ``lag`` extra instructions),
+    then reads the other core's half."""
     rows = x.shape[0] // 2
     core = nl.program_id(0)
     shared = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="shared")
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="out")
     mine = nl.ndarray((rows, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=mine, src=x[core * rows : (core + 1) * rows])
+    for _ in range(lag if core == 1 else 0):
+        nisa.tensor_scalar(dst=mine, data=mine, op0=nl.add, operand0=0.0)
     nisa.tensor_scalar(dst=mine, data=mine, op0=nl.multiply, operand0=2.0)
     nisa.dma_copy(dst=shared[core * rows : (core + 1) * rows], src=mine)
     if use_barrier:
@@ -47,14 +50,46 @@ def swap_halves_with_barrier(x, use_barrier):
     return out
 
 
-def test_core_barrier_orders_the_cores_writes():
+@pytest.mark.parametrize("lag", [0, 5])
+def test_core_barrier_orders_the_cores_writes(lag):
     x = np.random.rand(8, 16).astype(np.float32)
-    out = swap_halves_with_barrier[2](x, True)
     expected = np.concatenate([2 * x[4:], 2 * x[:4]])
-    np.testing.assert_array_equal(out, expected)
-    # Without the barrier core 0 reads core 1's half before core 1 has written it.
-    racy = swap_halves_with_barrier[2](x, False)
-    assert np.isnan(racy[:4]).all()
+    np.testing.assert_array_equal(swap_halves_with_barrier[2](x, True, lag), expected)
+    racy = swap_halves_with_barrier[2](x, False, lag)
+    if lag:
+        # Without the barrier core 0 reads core 1's half before the lagging core 1 wrote it.
+        assert np.isnan(racy[:4]).all()
+    else:
+        # The cores run in step, so core 1's write lands before core 0's read.
+        np.testing.assert_array_equal(racy, expected)
+
+
+@nki.jit
+def peer_zeroes_then_core0_writes(x, steps):
+    """Core 1 zero-initializes the whole output first thing; core 0 writes x + steps after
+    ``steps`` instructions, with no barrier in between."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="out")
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 1:
+        nisa.memset(dst=t, value=0.0)
+        nisa.dma_copy(dst=out, src=t)
+    else:
+        nisa.dma_copy(dst=t, src=x)
+        for _ in range(steps):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("platform", ["trn2", "trn3"])
+def test_lnc_cores_run_concurrently(target, platform):
+    """The two cores of a kernel[2] launch interleave instruction by instruction, so the peer's
+    early initialization does not overwrite core 0's later result (as it would if core 1
+    only started after core 0 had finished)."""
+    target(platform)
+    x = np.random.rand(4, 8).astype(np.float32)
+    out = peer_zeroes_then_core0_writes[2](x, 3)
+    np.testing.assert_allclose(out, x + 3, rtol=1e-6)
 
 
 @nki.jit

@@ -127,6 +127,7 @@ def test_ranges_are_plain_ranges():
     assert list(nl.affine_range(3)) == [0, 1, 2]
     assert list(nl.sequential_range(1, 7, 2)) == [1, 3, 5]
     assert list(nl.static_range(2)) == [0, 1]
+    assert list(nl.range(2, 8, 3)) == [2, 5]
     reg = nisa.register_alloc(3)
     assert [int(i) for i in nl.dynamic_range(reg)] == [0, 1, 2]
 
@@ -240,8 +241,9 @@ def test_program_queries_inside_a_grid():
 
 
 def test_typing_annotations():
-    from nki.typing import tensor
+    from nki.typing import mutable_tensor, tensor
 
+    assert mutable_tensor[nl.float32, 2, 3] == tensor[nl.float32, 2, 3]
     ann = tensor[128, 512]
     assert ann.shape == (128, 512) and ann.dtype is None
     assert tensor[nl.bfloat16, 4, 4].dtype == torch.bfloat16

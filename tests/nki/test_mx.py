@@ -240,6 +240,34 @@ def test_x4_numpy_arguments_round_trip_with_metadata():
     assert np.array_equal(out.view(np.uint32), words)
 
 
+@pytest.mark.parametrize("x4", [nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.float4_e2m1fn_x4])
+def test_x4_numpy_arrays_carry_their_type(x4):
+    """``np.zeros(shape, dtype=nl.<x4>)`` names its type in ``str(arr.dtype)``, compares and
+    hashes equal to it (dict lookups by array dtype), and runs through a kernel unchanged."""
+
+    @nki.jit
+    def copy(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    arr = np.zeros((4, 8), dtype=x4)
+    assert str(x4) in str(arr.dtype) and arr.dtype == x4 and x4 == arr.dtype
+    assert x4.__name__ == str(x4)  # pytest and numpy-style tools label it by name
+    assert {nl.float8_e4m3fn_x4: 1, nl.float8_e5m2_x4: 2, nl.float4_e2m1fn_x4: 3}[arr.dtype] == [
+        nl.float8_e4m3fn_x4,
+        nl.float8_e5m2_x4,
+        nl.float4_e2m1fn_x4,
+    ].index(x4) + 1
+    raw = np.uint32 if x4.itemsize == 4 else np.uint16
+    words = np.arange(32, dtype=raw).reshape(4, 8) * 0x0101
+    arr.view(raw)[:] = words
+    out = copy(arr)
+    assert out.dtype == x4 and np.array_equal(out.view(raw), words)
+
+
 def validation_case(name):
     """Run the named invalid call; returns the raised validation message."""
     gen = torch.Generator().manual_seed(4)

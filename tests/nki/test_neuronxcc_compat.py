@@ -10,7 +10,7 @@ import neuronxcc.nki.compiler as ncc
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import nki as new_nki
-from neuronxcc.nki.typing import tensor
+from neuronxcc.nki.typing import mutable_tensor, tensor
 
 rng = np.random.default_rng(0)
 
@@ -274,9 +274,10 @@ def selections(a, pred, bound):
     return (*outs, *maxima)
 
 
-def test_selection_and_cumulative_instructions():
+@pytest.mark.parametrize("pred_dtype", [np.uint8, np.bool_])
+def test_selection_and_cumulative_instructions(pred_dtype):
     a = rand(8, 12)
-    pred = (rand(8, 12) > 0.5).astype(np.uint8)
+    pred = (rand(8, 12) > 0.5).astype(pred_dtype)
     bound = np.arange(8, dtype=np.float32)[:, None] + 4
     sel, rng_sel, cum, sel_max, rng_max = selections(a, pred, bound)
     np.testing.assert_array_equal(sel, np.where(pred != 0, a, -1.0))
@@ -615,6 +616,20 @@ def test_typing_annotations():
     assert tensor[128, 512].shape == (128, 512)
     spec = tensor[[250, 512], nl.float32]
     assert spec.shape == (250, 512) and spec.dtype is np.float32
+    assert mutable_tensor[[4, 8], nl.float32] == tensor[[4, 8], nl.float32]
+
+
+@nki.jit
+def double_into(a, out: mutable_tensor):
+    """Writes through an argument annotated as mutable (as nki-library's router_topk does)."""
+    nl.store(out, nl.multiply(nl.load(a), 2.0))
+    return out
+
+
+def test_mutable_tensor_argument_is_written_in_place():
+    a, out = rand(16, 8), np.zeros((16, 8), np.float32)
+    double_into(a, out)
+    np.testing.assert_allclose(out, 2 * a, rtol=1e-6)
 
 
 def test_simulate_kernel_writes_output_arguments():

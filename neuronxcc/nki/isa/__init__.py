@@ -429,6 +429,9 @@ def select_reduce(
     **kwargs,
 ):
     """``dst = where(predicate, on_true, on_false)``, optionally max-reduced to reduce_res."""
+    if isinstance(predicate, NkiTensor) and predicate.dtype == dtypes.bool_:
+        # Old kernels load numpy bool masks as predicates; on chip a bool is a 0/1 byte.
+        predicate = predicate.view(dtypes.uint8)
     execute(
         new.select_reduce,
         "select_reduce",

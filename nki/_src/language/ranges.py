@@ -26,6 +26,11 @@ def static_range(start, stop=None, step=1):
     return _range(start, stop, step)
 
 
+def plain_range(start, stop=None, step=1):
+    """``nl.range``: a loop the compiler treats like Python ``range`` (unrolled)."""
+    return _range(start, stop, step)
+
+
 def dynamic_range(start, stop=None, step=1):
     """An on-device loop; bounds may be registers. The induction variable is a frozen register."""
     for i in _range(start, stop, step):
