@@ -73,7 +73,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--workers",
-        type=_positive,
+        type=report.positive_int,
         default=os.cpu_count() or 1,
         metavar="N",
         help="worker processes (default: the number of CPUs)",
@@ -94,13 +94,6 @@ def add_arguments(parser):
         "module_db and optim_db lists join the databases (your own ops' OpInfos)",
     )
     report.add_output_arguments(parser)
-
-
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of workers")
-    return value
 
 
 def run(args):

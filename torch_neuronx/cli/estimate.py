@@ -35,7 +35,7 @@ def add_arguments(parser):
     parser.epilog = EPILOG
     parser.add_argument(
         "--steps",
-        type=_positive_int,
+        type=report.positive_int,
         metavar="N",
         help="one step is the whole run divided by N (default: the last optimizer step)",
     )
@@ -58,21 +58,16 @@ def add_arguments(parser):
         help="the instance's price per hour, for a cost per step (no price is built in)",
     )
     parser.add_argument(
-        "--steps-per-epoch", type=_positive_int, metavar="N", help="for a cost per epoch"
+        "--steps-per-epoch", type=report.positive_int, metavar="N", help="for a cost per epoch"
     )
-    parser.add_argument("--top", type=_positive_int, default=12, help="ops to list (default 12)")
+    parser.add_argument(
+        "--top", type=report.positive_int, default=12, help="ops to list (default 12)"
+    )
     parser.add_argument(
         "--plot", metavar="FILE.png", help="draw the time by op class (needs matplotlib)"
     )
     report.add_output_arguments(parser)
     runs.add_target_arguments(parser)
-
-
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def run(args):

@@ -1,6 +1,7 @@
 """What ``check`` and ``parity`` share to write their reports: Markdown for people (stdout, and
 ``--report FILE``), JSON for machines (``--json``), and how places and sizes read."""
 
+import argparse
 import json
 import os
 import sys
@@ -12,6 +13,14 @@ def add_output_arguments(parser):
     parser.add_argument(
         "--json", action="store_true", help="print the report as JSON instead of Markdown"
     )
+
+
+def positive_int(text):
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
 
 
 def write(args, markdown, data):
