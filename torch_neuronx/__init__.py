@@ -30,6 +30,7 @@ from torch_neuronx import neuron  # needs the library
 
 _library.register_device_module(neuron)
 
+from torch_neuronx import adaptive_eager
 from torch_neuronx import distributed  # registers the "neuron" c10d backend
 from torch_neuronx import flex_attention as _flex_attention
 from torch_neuronx import metrics
@@ -65,6 +66,7 @@ __all__ = [
     "NeuronConfig",
     "NeuronProfiler",
     "ProfileMode",
+    "adaptive_eager",
     "clear_op_tracking",
     "distributed",
     "estimate",

@@ -50,6 +50,7 @@ def register_device_module(module):
         op_policy.fp8_data_ops(),
         op_policy.native_namespaces(),
     )
+    torch.ops.neuron.set_fusable(*op_policy.fusable_ops())
     # The emulated cores compute on the host's CPU threads. A backward pass handed to a
     # per-device autograd thread would run a second OpenMP team that contends with this
     # thread's; running it on the calling thread, as CPU tensors do, keeps one team.
@@ -70,6 +71,7 @@ def _format_values_on_host():
 
     def format_host_values(tensor, indent):
         if tensor.device.type == "neuron":
+            torch.ops.neuron.run_queue("read")
             tensor = torch.ops.neuron.as_cpu(tensor.detach())
         return format_values(tensor, indent)
 

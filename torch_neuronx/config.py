@@ -89,6 +89,29 @@ VARIABLES = {
             reader="c++",
         ),
         Variable(
+            "TORCH_NEURONX_ENABLE_CONCATENATION",
+            "flag",
+            "0",
+            "`1` turns on adaptive eager execution (experimental): elementwise ops are queued and "
+            "fused, bit-identically; see docs/adaptive_eager.md.",
+            reader="c++",
+        ),
+        Variable(
+            "TORCH_NEURONX_ENABLE_PROLOGUE",
+            "flag",
+            "1",
+            "With adaptive eager on, transposed and other strided views join fused runs, read "
+            "chunk by chunk instead of copied first.",
+            reader="c++",
+        ),
+        Variable(
+            "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT",
+            "int",
+            "64",
+            "With adaptive eager on, the most ops one queue holds before it runs.",
+            reader="c++",
+        ),
+        Variable(
             "TORCH_NEURONX_LOG_LEVEL",
             "text",
             "WARNING",

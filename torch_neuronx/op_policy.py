@@ -108,6 +108,13 @@ def is_library_fallback(op):
     return has_kernel("CPU") and not any(map(has_kernel, _DEVICE_GENERIC_KEYS))
 
 
+def fusable_ops():
+    """The ops adaptive eager execution may fuse, as (names, dtypes): one dtype per name."""
+    section = policy()["fusable"]
+    pairs = [(op, dtype) for dtype, ops in section.items() if dtype != "why" for op in ops]
+    return [op for op, _ in pairs], [dtype for _, dtype in pairs]
+
+
 def fp8_data_ops():
     """Ops allowed on FP8 neuron tensors (they move data; they do not compute)."""
     return ["aten::" + n for n in _select(policy()["fp8_data_movement"])]

@@ -3,6 +3,7 @@
 #include "aten/Counters.h"
 #include "aten/HostView.h"
 #include "aten/Policy.h"
+#include "runtime/Boundary.h"
 #include "runtime/Device.h"
 #include "runtime/Trace.h"
 
@@ -23,6 +24,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       self.device(), " to ", dst.device(), "; go through the CPU");
   bool from_device = self.device().type() == kNeuron;
   bool to_device = dst.device().type() == kNeuron;
+  reach(to_device ? Boundary::Op : Boundary::Read);
   auto nbytes = static_cast<int64_t>(dst.numel() * dst.element_size());
   if (from_device && to_device) {
     count(Counter::DeviceToDeviceCopies);
@@ -63,6 +65,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   // Reading a value back (item()) is a device-to-host transfer, as on CUDA.
+  reach(Boundary::Read);
   trace::Span span(trace::Kind::Memcpy, self.device().index(), "copy",
       [] { return std::string("Memcpy DtoH (neuron -> host)"); });
   span.add_bytes(static_cast<int64_t>(self.element_size()));

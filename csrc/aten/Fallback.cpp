@@ -2,8 +2,10 @@
 
 #include "aten/Counters.h"
 #include "aten/HostView.h"
+#include "aten/OpQueue.h"
 #include "aten/Policy.h"
 #include "runtime/Allocator.h"
+#include "runtime/Boundary.h"
 #include "runtime/CoreScope.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
@@ -479,10 +481,17 @@ class HostCall {
 } // namespace
 
 void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!queue::record(op, stack)) {
+    HostCall(op, stack, Tier::Native).run();
+  }
+}
+
+void run_now(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   HostCall(op, stack, Tier::Native).run();
 }
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  reach(Boundary::Op);
   HostCall(op, stack, Tier::CpuFallback).run();
 }
 
@@ -501,7 +510,9 @@ namespace {
 // namespaces, run natively; other libraries' ops have no NeuronCore kernel on Trainium, and take
 // the CPU-fallback tier, as the ATen ops the op policy names do.
 void run_unrouted(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  HostCall(op, stack, Tier::ByOwner).run();
+  if (!queue::record(op, stack)) {
+    HostCall(op, stack, Tier::ByOwner).run();
+  }
 }
 
 } // namespace

@@ -10,6 +10,8 @@ namespace neuron {
 
 // Native tier: the CPU kernel runs directly on device memory (zero copy).
 void run_native(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The native tier, never queued (aten/OpQueue.h): how the queue itself runs an op.
+void run_now(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // CPU-fallback tier: inputs are copied to the host, the CPU kernel runs, results are copied back.
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Namespaces besides aten whose ops run natively when they reach the host-kernel path without a

@@ -3,6 +3,7 @@
 
 #include "aten/HostComposites.h"
 #include "aten/HostView.h"
+#include "runtime/Boundary.h"
 #include "runtime/CoreScope.h"
 #include "runtime/Device.h"
 #include "runtime/Trace.h"
@@ -67,6 +68,7 @@ void for_each_tensor(c10::IValue& v, Fn fn) {
 
 void run_like_cpu(
     const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  reach(Boundary::Op);
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
   std::optional<c10::Device> device;

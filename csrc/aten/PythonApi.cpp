@@ -4,9 +4,11 @@
 #include "aten/Counters.h"
 #include "aten/Fallback.h"
 #include "aten/HostView.h"
+#include "aten/OpQueue.h"
 #include "aten/Policy.h"
 #include "aten/Routing.h"
 #include "runtime/Allocator.h"
+#include "runtime/Boundary.h"
 #include "runtime/Config.h"
 #include "runtime/CoreScope.h"
 #include "runtime/Device.h"
@@ -25,6 +27,7 @@ namespace neuron {
 namespace {
 
 at::Tensor as_cpu(const at::Tensor& self) {
+  reach(Boundary::HostAccess);
   return host_view(self);
 }
 
@@ -48,6 +51,7 @@ struct GraphCall {
 thread_local std::vector<std::unique_ptr<GraphCall>> core_scopes;
 
 void enter_core(int64_t device, c10::string_view graph) {
+  reach(Boundary::CompiledGraph);
   auto index = check_device(static_cast<c10::DeviceIndex>(device));
   auto call = std::unique_ptr<GraphCall>(new GraphCall{CoreScope(index, true, true), {}});
   if (trace::collecting()) {
@@ -249,6 +253,27 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
   gen.set_state(state);
 }
 
+std::tuple<bool, bool, int64_t> adaptive_eager() {
+  return {queue::enabled(), queue::prologue(), queue::limit()};
+}
+
+void set_adaptive_eager(bool enabled, bool prologue, int64_t limit) {
+  queue::set_limit(limit);
+  queue::set_prologue(prologue);
+  queue::set_enabled(enabled);
+}
+
+// Runs the queued ops at a boundary the core cannot see (collectives, Python-side readers).
+void run_queue(c10::string_view boundary) {
+  for (int b = 0; b < static_cast<int>(Boundary::Count_); ++b) {
+    if (boundary == boundary_name(static_cast<Boundary>(b))) {
+      reach(static_cast<Boundary>(b));
+      return;
+    }
+  }
+  TORCH_CHECK(false, "Unknown queue boundary '", boundary, "'");
+}
+
 TORCH_LIBRARY(neuron, m) {
   m.def("as_cpu(Tensor(a) self) -> Tensor(a)");
   m.def("to_device_alias(Tensor host, int device) -> Tensor", &to_device_alias);
@@ -292,6 +317,10 @@ TORCH_LIBRARY(neuron, m) {
   m.def("initial_seed(int device) -> int", &initial_seed);
   m.def("get_rng_state(int device) -> Tensor", &get_rng_state);
   m.def("set_rng_state(int device, Tensor state) -> ()", &set_rng_state);
+  m.def("set_fusable(str[] ops, str[] dtypes) -> ()", &queue::set_fusable);
+  m.def("adaptive_eager() -> (bool enabled, bool prologue, int limit)", &adaptive_eager);
+  m.def("set_adaptive_eager(bool enabled, bool prologue, int limit) -> ()", &set_adaptive_eager);
+  m.def("run_queue(str boundary) -> ()", &run_queue);
 }
 
 TORCH_LIBRARY_IMPL(neuron, PrivateUse1, m) {

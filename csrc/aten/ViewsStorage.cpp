@@ -2,6 +2,7 @@
 // through the device allocator, so they run directly on neuron tensors.
 
 #include "aten/Policy.h"
+#include "runtime/Boundary.h"
 #include "runtime/Device.h"
 
 #include <ATen/native/Resize.h>
@@ -25,6 +26,7 @@ const at::Tensor& resize_(
   }
   TORCH_CHECK(supported, "Neuron tensors only support contiguous or preserve memory format, got ",
       f, ". See docs/limitations.md");
+  reach(Boundary::Op);
   return at::native::resize_(self, size, memory_format);
 }
 
@@ -32,6 +34,7 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
     c10::IntArrayRef size, c10::IntArrayRef stride) {
   TORCH_CHECK(source.device().type() == kNeuron,
       "set_: cannot make a neuron tensor use storage on ", source.device());
+  reach(Boundary::Op);
   return at::native::set_storage_cpu_(self, std::move(source), offset, size, stride);
 }
 
@@ -41,6 +44,7 @@ at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
 }
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  reach(Boundary::Op);
   return at::native::set_tensor_(self, source);
 }
 

@@ -178,9 +178,20 @@ Options for_gloo(HostArgs& host, const Options& opts,
 
 } // namespace
 
+// Ops queued by adaptive eager execution must have written what a collective reads.
+void run_queue() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("neuron::run_queue", "")
+                       .typed<void(c10::string_view)>();
+  op.call("collective");
+}
+
 at::Tensor HostArgs::operator()(const at::Tensor& t) {
   if (!t.defined()) {
     return t;
+  }
+  if (!device_) {
+    run_queue();
   }
   TORCH_CHECK(!device_ || *device_ == t.device(), "all tensors must be on one device, got ",
       *device_, " and ", t.device());

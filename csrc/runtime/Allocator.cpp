@@ -1,5 +1,6 @@
 #include "runtime/Allocator.h"
 
+#include "runtime/Boundary.h"
 #include "runtime/Device.h"
 #include "runtime/MemoryContext.h"
 #include "runtime/Trace.h"
@@ -666,18 +667,21 @@ bool DeviceAllocator::initialized() {
 }
 
 void DeviceAllocator::emptyCache(c10::MempoolId_t) {
+  reach(Boundary::MemoryStats);
   pools().empty_cache();
 }
 
 void DeviceAllocator::recordStream(const c10::DataPtr&, c10::Stream) {}
 
 DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
+  reach(Boundary::MemoryStats);
   auto& d = pools().at(device);
   auto lock = pools().lock();
   return d.stats;
 }
 
 void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  reach(Boundary::MemoryStats);
   auto& d = pools().at(device);
   auto lock = pools().lock();
   for_each_stat(d.stats, [](Stat& s) { s.reset_accumulated(); });
@@ -688,6 +692,7 @@ void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 }
 
 void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
+  reach(Boundary::MemoryStats);
   auto& d = pools().at(device);
   auto lock = pools().lock();
   for_each_stat(d.stats, [](Stat& s) { s.reset_peak(); });

@@ -10,8 +10,8 @@ namespace neuron::config {
 
 std::vector<std::pair<std::string, std::string>> variables() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& v :
-      {kLogicalCoreConfig, kVisibleCores, kNumCores, kFallbackEnabled, kPolicy64Bit}) {
+  for (const auto& v : {kLogicalCoreConfig, kVisibleCores, kNumCores, kFallbackEnabled,
+           kPolicy64Bit, kConcatenation, kPrologue, kQueueLimit}) {
     out.emplace_back(v.name, v.fallback);
   }
   return out;

@@ -19,6 +19,9 @@ constexpr Variable kVisibleCores{"NEURON_RT_VISIBLE_CORES", ""};
 constexpr Variable kNumCores{"NEURON_RT_NUM_CORES", ""};
 constexpr Variable kFallbackEnabled{"NEURON_FALLBACK_ENABLED", "1"};
 constexpr Variable kPolicy64Bit{"TORCH_NEURONX_64BIT", "narrow"};
+constexpr Variable kConcatenation{"TORCH_NEURONX_ENABLE_CONCATENATION", "0"};
+constexpr Variable kPrologue{"TORCH_NEURONX_ENABLE_PROLOGUE", "1"};
+constexpr Variable kQueueLimit{"TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", "64"};
 
 // Every variable above as (name, default).
 std::vector<std::pair<std::string, std::string>> variables();

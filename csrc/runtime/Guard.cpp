@@ -1,6 +1,7 @@
 // Device guard, streams and events. Execution is synchronous, so streams only carry identity
 // and events carry the host time at which they were recorded.
 
+#include "runtime/Boundary.h"
 #include "runtime/Config.h"
 #include "runtime/Device.h"
 
@@ -75,6 +76,9 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream s) const override {
     auto index = check_device(s.device_index());
     auto old = getStream(c10::Device(kNeuron, index));
+    if (old != s) {
+      reach(Boundary::Stream);
+    }
     tls_streams[index] = s.id();
     return old;
   }
@@ -87,6 +91,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(stream.device_index() == index, "Event device neuron:", static_cast<int>(index),
         " does not match the recording stream's device neuron:",
         static_cast<int>(stream.device_index()));
+    reach(Boundary::Event);
     if (*event == nullptr) {
       *event = new Event{index};
     }
@@ -95,21 +100,27 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     e->time_ms = now_ms();
   }
 
-  void block(void*, const c10::Stream&) const override {}
+  void block(void*, const c10::Stream&) const override { reach(Boundary::Event); }
 
-  bool queryEvent(void*) const override { return true; }
+  bool queryEvent(void*) const override {
+    reach(Boundary::Synchronize);
+    return true;
+  }
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<Event*>(event);
   }
 
-  bool queryStream(const c10::Stream&) const override { return true; }
+  bool queryStream(const c10::Stream&) const override {
+    reach(Boundary::Synchronize);
+    return true;
+  }
 
-  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeStream(const c10::Stream&) const override { reach(Boundary::Synchronize); }
 
-  void synchronizeEvent(void*) const override {}
+  void synchronizeEvent(void*) const override { reach(Boundary::Synchronize); }
 
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override { reach(Boundary::Synchronize); }
 
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 

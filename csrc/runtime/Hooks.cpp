@@ -1,6 +1,7 @@
 // Accelerator hooks: what torch.accelerator, pinned memory and storage resizing call into.
 
 #include "runtime/Allocator.h"
+#include "runtime/Boundary.h"
 #include "runtime/Device.h"
 #include "runtime/Generator.h"
 #include "runtime/HostAllocator.h"
@@ -60,6 +61,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
+    reach(Boundary::Op);
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
     auto device = impl->device().index();

@@ -1,0 +1,235 @@
+"""Adaptive eager execution (queued, fused ops) against eager without the queue, in one run.
+
+(a) elementwise-heavy work: a hand-written GELU-tanh + LayerNorm + residual chain over 1, 4 and
+    16 MB tensors, and an Adam step with foreach=False: speedup target >= 1.5;
+(b) the TinyGPT training step: speedup target >= 1.05, and no round slower;
+(c) per-op overhead of small ops when nothing fuses (queue limit 1): microseconds added by the
+    queue, target <= 0.3.
+Both modes run alternately and the median of several rounds is reported, so that load from other
+processes affects both alike. (a) runs on 1 thread and on torch's default thread count; (b) and
+(c) on 1 thread, because on a busy small host multi-threaded runs mostly time the wait for
+descheduled worker threads. Each workload first asserts that the queued results equal the
+unqueued ones bit for bit, so that a broken build cannot report a speedup.
+"""
+
+import math
+import os
+import statistics
+import sys
+import time
+from functools import partial
+
+import torch
+from torch.nn import functional as F
+
+from torch_neuronx import adaptive_eager
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from eager import SMALL_OPS, per_op_us  # noqa: E402
+from tiny_gpt import TinyGPT, batches  # noqa: E402
+
+MODES = (False, True)
+ADAM_SHAPES = ((1024, 512), (1024,), (512, 1024), (512,))
+ADAM_MB = sum(math.prod(s) for s in ADAM_SHAPES) * 4 / 2**20
+
+
+def stats_of(fn):
+    """The adaptive-eager counters one call of ``fn`` moves, with its queue runs finished."""
+    before = adaptive_eager.stats()
+    fn()
+    torch.neuron.synchronize()
+    after = adaptive_eager.stats()
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+def check_bitwise(name, run):
+    """Asserts that ``run`` gives the same bits with the queue off and on."""
+    results = {}
+    for on in MODES:
+        with adaptive_eager.enabled(on):
+            results[on] = [t.cpu() for t in run(on)]
+    same = all(torch.equal(a, b) for a, b in zip(results[False], results[True], strict=True))
+    assert same, f"{name}: results with the queue on differ from eager without it"
+
+
+def paired(run, rounds):
+    """Median seconds of ``run`` with the queue off and on, and the paired speedups (off / on);
+    each speedup compares runs made moments apart, so slow drifts in load cancel."""
+    times = {on: [] for on in MODES}
+    for i in range(rounds):
+        for on in MODES if i % 2 == 0 else MODES[::-1]:
+            with adaptive_eager.enabled(on):
+                start = time.perf_counter()
+                run(on)
+                torch.neuron.synchronize()
+                times[on].append(time.perf_counter() - start)
+    speedups = [off / on for off, on in zip(times[False], times[True])]
+    return statistics.median(times[False]), statistics.median(times[True]), speedups
+
+
+def measure(name, make_run, rounds, threads=1):
+    """Checks, times and counts one workload on ``threads`` threads, with fresh state from
+    ``make_run``: (name, threads, off s, on s, median speedup, slowest speedup, stats)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    run = make_run()
+    check_bitwise(name, run)
+    off, on, speedups = paired(run, rounds)
+    with adaptive_eager.enabled(True):
+        stats = stats_of(lambda: run(True))
+    torch.set_num_threads(before)
+    return name, threads, off, on, statistics.median(speedups), min(speedups), stats
+
+
+def gelu_ln_residual(megabytes, iters=4, d=1024):
+    """The chain, ``iters`` times over float32 tensors of ``megabytes`` MB, rows of ``d``."""
+    torch.manual_seed(0)
+    shape = (megabytes * 2**20 // 4 // d, d)
+    x, residual = (torch.randn(shape, device="neuron") for _ in range(2))
+    weight, bias = torch.randn(d, device="neuron"), torch.randn(d, device="neuron")
+
+    def run(on):
+        for _ in range(iters):
+            h = x * 0.5 * (1 + torch.tanh(0.79788456 * (x + 0.044715 * x**3)))
+            out = F.layer_norm(h, (d,), weight, bias) + residual
+        return [out]
+
+    return run
+
+
+def adam(steps=5, shapes=ADAM_SHAPES):
+    """``steps`` Adam steps (foreach=False) over parameter tensors, one copy per mode."""
+    torch.manual_seed(0)
+    values = [torch.randn(s) for s in shapes]
+    grads = [torch.randn(s) for s in shapes]
+    params, opts = {}, {}
+    for on in MODES:
+        params[on] = [torch.nn.Parameter(v.to("neuron")) for v in values]
+        for p, g in zip(params[on], grads):
+            p.grad = g.to("neuron")
+        opts[on] = torch.optim.Adam(params[on], lr=1e-3, foreach=False)
+
+    def run(on):
+        for _ in range(steps):
+            opts[on].step()
+        return [p.detach() for p in params[on]]
+
+    return run
+
+
+def tiny_gpt(steps=10):
+    """``steps`` TinyGPT training steps, as in benchmarks/eager.py, one model per mode."""
+    models, opts = {}, {}
+    data = [(x.to("neuron"), y.to("neuron")) for x, y in batches(steps, batch=8, seq=64)]
+    for on in MODES:
+        torch.manual_seed(0)
+        models[on] = TinyGPT(d=128, layers=2, seq=64).to("neuron")
+        opts[on] = torch.optim.AdamW(models[on].parameters(), lr=1e-3)
+
+    def run(on):
+        losses = []
+        for x, y in data:
+            loss = models[on](x, y)
+            opts[on].zero_grad(set_to_none=True)
+            loss.backward()
+            opts[on].step()
+            losses.append(loss.detach())
+        losses[-1].item()
+        return losses + [p.detach() for p in models[on].parameters()]
+
+    return run
+
+
+def overheads(rounds=7, iters=5000):
+    """Microseconds per small op with the queue off, on with a limit of 1 op (so that each queued
+    op runs alone and nothing fuses) and on with the default limit; and the counters of the
+    nothing-fuses runs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    a, b = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+    default_limit = torch.ops.neuron.adaptive_eager()[2]
+    limits = {"off": None, "limit 1": 1, "default": default_limit}
+
+    def switch(limit):
+        if limit is None:
+            adaptive_eager.disable()
+        else:
+            adaptive_eager.enable(limit=limit)
+
+    rows, totals = [], {}
+    for name, fn in SMALL_OPS.items():
+        samples = {mode: [] for mode in limits}
+        for _ in range(rounds):
+            for mode, limit in limits.items():
+                switch(limit)
+                samples[mode].append(per_op_us(fn, a, b, iters))
+                torch.neuron.synchronize()
+        off, single, default = (statistics.median(samples[m]) for m in limits)
+        rows.append((name, off, single, single - off, default))
+        switch(1)
+        for k, v in stats_of(lambda: [fn(a, b) for _ in range(100)]).items():
+            totals[k] = totals.get(k, 0) + v
+    switch(default_limit)
+    adaptive_eager.disable()
+    torch.set_num_threads(threads)
+    return rows, totals, default_limit
+
+
+def print_stats(name, stats):
+    print(f"  stats, one queued run of {name}: {stats}")
+
+
+def main():
+    assert not adaptive_eager.is_enabled(), (
+        "unset TORCH_NEURONX_ENABLE_CONCATENATION: this benchmark switches the queue itself"
+    )
+    threads = sorted({1, torch.get_num_threads()})
+    workloads = []
+    for n in threads:
+        workloads += [
+            measure(f"gelu+ln+res {mb} MB", partial(gelu_ln_residual, mb, 16 // mb), 7, n)
+            for mb in (1, 4, 16)
+        ]
+        workloads.append(measure(f"adam {ADAM_MB:.1f} MB 5 steps", adam, 7, n))
+    print(
+        "(a) elementwise-heavy work, float32, ms per call: 16 MB of chains, or 5 Adam steps "
+        "(median of 7 paired rounds)"
+    )
+    print(f"{'workload':<22}{'threads':>8}{'off ms':>10}{'on ms':>10}{'speedup':>10}")
+    for name, n, off, on, speedup, *_ in workloads:
+        print(f"{name:<22}{n:>8}{off * 1e3:>10.2f}{on * 1e3:>10.2f}{speedup:>10.3f}")
+    for n in threads:
+        geomean = math.exp(statistics.mean(math.log(w[4]) for w in workloads if w[1] == n))
+        verdict = "met" if geomean >= 1.5 else "MISSED"
+        print(f"{'geomean':<22}{n:>8}{geomean:>30.3f}   target >= 1.5: {verdict}")
+    for name, n, *_, stats in workloads:
+        print_stats(f"{name}, {n} thread(s)", stats)
+
+    name, _, off, on, speedup, slowest, stats = measure("TinyGPT, 10 steps", tiny_gpt, 9)
+    print(
+        "\n(b) TinyGPT training step (d=128, 2 layers, seq 64, batch 8, AdamW; 1 thread; median "
+        "of 9 paired rounds)"
+    )
+    print(
+        f"off {off / 10 * 1e3:.2f} ms, on {on / 10 * 1e3:.2f} ms, speedup {speedup:.3f} "
+        f"(slowest round {slowest:.3f})   target >= 1.05 and never < 1: "
+        f"{'met' if speedup >= 1.05 and slowest >= 1 else 'MISSED'}"
+    )
+    print_stats(name, stats)
+
+    rows, totals, default_limit = overheads()
+    print(
+        "\n(c) per-op overhead, 16-element float32 tensors, 1 thread (median of 7 rounds); "
+        f"'limit 1' runs each queued op alone, 'limit {default_limit}' lets runs fuse"
+    )
+    fused = f"limit {default_limit} us"
+    print(f"{'op':<12}{'off us':>10}{'limit 1 us':>12}{'added us':>10}{fused:>14}")
+    for name, off, single, added, default in rows:
+        print(f"{name:<12}{off:>10.2f}{single:>12.2f}{added:>10.2f}{default:>14.2f}")
+    mean = statistics.mean(r[3] for r in rows)
+    print(f"{'mean':<34}{mean:>10.2f}   target <= 0.3 us: {'met' if mean <= 0.3 else 'MISSED'}")
+    print_stats("100 of each small op, limit 1", totals)
+
+
+if __name__ == "__main__":
+    main()

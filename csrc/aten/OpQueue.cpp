@@ -1,0 +1,614 @@
+#include "aten/OpQueue.h"
+
+#include "aten/Counters.h"
+#include "aten/Fallback.h"
+#include "aten/HostView.h"
+#include "runtime/Allocator.h"
+#include "runtime/Boundary.h"
+#include "runtime/Config.h"
+#include "runtime/CoreScope.h"
+#include "runtime/Device.h"
+#include "runtime/MemoryContext.h"
+#include "runtime/Trace.h"
+
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+#include <c10/util/accumulate.h>
+#include <torch/csrc/profiler/combined_traceback.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace neuron::queue {
+namespace {
+
+// Bytes of each operand one chunk covers: a run's operands stay in the cores' caches from one op
+// of the run to the next, and each op's chunk is large enough for ATen to split across the
+// host's threads (the chunks run one after another, so nothing nests parallel regions).
+constexpr int64_t kChunkBytes = 1 << 20;
+// Ops on less than this run where they are issued: recording them costs more than fusing saves.
+constexpr int64_t kMinBytes = 64 << 10;
+// Fresh results a queue may hold before it runs: intermediates stay in memory until then.
+constexpr int64_t kQueueBytes = 256 << 20;
+// Chunks of whole vectors, so that they split no SIMD vector (boundaries are proven harmless by
+// the fuzzer anyway; this keeps the fused kernel on ATen's vector path).
+constexpr int64_t kChunkAlign = 64;
+
+std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_prologue{true};
+std::atomic<int64_t> g_limit{64};
+
+// How an op joins the queue: as its out= variant, writing a fresh result or its own `self`.
+struct Fusion {
+  std::optional<c10::OperatorHandle> out_op;
+  bool inplace = false;
+  uint64_t dtypes = 0; // one bit per ScalarType
+  std::string name;
+};
+
+// Built once at load (set_fusable) and only read afterwards.
+std::unordered_map<const c10::FunctionSchema*, Fusion>& fusions() {
+  static auto* table = new std::unordered_map<const c10::FunctionSchema*, Fusion>();
+  return *table;
+}
+
+uint64_t dtype_bit(c10::ScalarType t) {
+  return uint64_t{1} << static_cast<int>(t);
+}
+
+// Where a queued op reads or writes a storage: a byte range and the view over it.
+struct Use {
+  const c10::StorageImpl* storage;
+  uintptr_t begin;
+  uintptr_t end;
+  c10::SmallVector<int64_t, 5> strides;
+  bool scalar;
+  bool written;
+};
+
+struct Entry {
+  const Fusion* fusion;
+  // The out= variant's arguments; tensors are the queue's own aliases, so that `.data = ...` or
+  // set_ on the caller's tensor cannot redirect queued work.
+  std::vector<c10::IValue> args;
+  std::shared_ptr<c10::GatheredContext> issued_at;
+};
+
+struct Queue {
+  std::recursive_mutex mutex;
+  std::vector<Entry> entries;
+  std::vector<Use> uses;
+  int64_t fresh_bytes = 0;
+  c10::DeviceIndex device = -1;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::SmallVector<int64_t, 5> sizes;
+};
+
+Queue& the_queue() {
+  static auto* q = new Queue();
+  return *q;
+}
+
+Use use_of(const at::Tensor& t, bool written) {
+  const auto item = static_cast<int64_t>(t.itemsize());
+  auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    last += (t.size(d) - 1) * t.stride(d);
+  }
+  return {t.storage().unsafeGetStorageImpl(), begin,
+      begin + static_cast<uintptr_t>((last + 1) * item),
+      c10::SmallVector<int64_t, 5>(t.strides().begin(), t.strides().end()), t.dim() == 0, written};
+}
+
+// Two uses of memory may share a fused kernel when chunk-by-chunk order cannot tell them apart
+// from op-by-op order: the same view, disjoint bytes, or both only read.
+bool compatible(const Use& a, const Use& b) {
+  if (a.storage != b.storage || a.end <= b.begin || b.end <= a.begin) {
+    return true;
+  }
+  if (!a.written && !b.written) {
+    return true;
+  }
+  return a.begin == b.begin && a.scalar == b.scalar && a.strides == b.strides;
+}
+
+// Everything the queue needs to know about a tensor argument, checked without any lock.
+bool eligible_tensor(const at::Tensor& t, const at::Tensor& self, bool written) {
+  if (!t.defined() || t.is_conj() || t.is_neg() || c10::isComplexType(t.scalar_type())) {
+    return false;
+  }
+  if (t.device().type() != kNeuron) {
+    return t.dim() == 0; // a CPU scalar, as elementwise ops accept it
+  }
+  if (t.device() != self.device()) {
+    return false;
+  }
+  if (t.dim() == 0 && self.dim() > 0) {
+    return true;
+  }
+  if (t.sizes() != self.sizes() || t.scalar_type() != self.scalar_type()) {
+    return false;
+  }
+  // Written tensors, and without prologues every tensor, must be plain contiguous memory.
+  return t.is_contiguous() || (!written && g_prologue.load(std::memory_order_relaxed));
+}
+
+std::string user_line(const std::shared_ptr<c10::GatheredContext>& issued_at) {
+  auto* tb = dynamic_cast<torch::CapturedTraceback*>(issued_at.get());
+  if (!tb) {
+    return "";
+  }
+  auto symbolized = torch::symbolize({tb});
+  if (symbolized.tracebacks.empty() || symbolized.tracebacks[0].empty()) {
+    return "";
+  }
+  // The innermost frame outside PyTorch and torchneuron is the user's line.
+  const auto& frames = symbolized.tracebacks[0];
+  auto is_library = [](const std::string& f) {
+    return f.find("/torch/") != std::string::npos || f.find("/torch_neuronx/") != std::string::npos;
+  };
+  auto pick = frames[0];
+  for (auto i : frames) {
+    if (!is_library(symbolized.all_frames[i].filename)) {
+      pick = i;
+      break;
+    }
+  }
+  const auto& f = symbolized.all_frames[pick];
+  return f.filename + ":" + std::to_string(f.lineno) + " (" + f.funcname + ")";
+}
+
+[[noreturn]] void rethrow_attributed(const Entry& e, const std::exception& error) {
+  auto line = user_line(e.issued_at);
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  TORCH_CHECK(false, "aten::", e.fusion->name, ", issued at ",
+      line.empty() ? std::string("an unknown line") : line,
+      " and run later by adaptive eager execution, failed: ",
+      c10_error ? c10_error->what_without_backtrace() : error.what(),
+      "\n(Set TORCH_NEURONX_ENABLE_CONCATENATION=0 to run every op where it is issued.)");
+}
+
+// One operand of a fused kernel: a tensor cut into chunks, or a value every chunk shares.
+struct Operand {
+  c10::IValue whole;
+  c10::Storage host;
+  int64_t offset = 0;
+  c10::SmallVector<int64_t, 5> sizes;
+  c10::SmallVector<int64_t, 5> strides;
+  bool chunked = false;
+  // An intermediate nothing outside the run can read lives only in a per-thread chunk buffer.
+  int scratch = -1;
+};
+
+// The rows [r0, r1) of dimension 0 of a chunked operand, as a CPU tensor over device memory
+// (or over the thread's chunk buffer for the operand).
+at::Tensor chunk_of(const Operand& o, c10::ScalarType dtype, int64_t r0, int64_t r1,
+    const std::vector<at::Tensor>& scratch) {
+  const bool local = o.scratch >= 0;
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(local ? scratch[o.scratch].storage() : o.host),
+      c10::DispatchKeySet(c10::DispatchKey::CPU), c10::scalarTypeToTypeMeta(dtype));
+  auto sizes = o.sizes;
+  sizes[0] = r1 - r0;
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(
+      sizes, o.strides, local ? 0 : o.offset + r0 * o.strides[0]);
+  return t;
+}
+
+// The fresh results of a run that only the run itself references: the caller dropped them, so
+// the fused kernel need not write them to memory. Each gets a chunk-buffer slot.
+std::unordered_map<const c10::StorageImpl*, int> dead_intermediates(
+    const std::vector<Entry>& entries) {
+  // Each tensor holds one reference to its storage: count the queue's own tensors.
+  std::unordered_map<const c10::StorageImpl*, std::unordered_set<const c10::TensorImpl*>> held;
+  for (const auto& e : entries) {
+    for (const auto& v : e.args) {
+      if (v.isTensor()) {
+        held[v.toTensor().storage().unsafeGetStorageImpl()].insert(
+            v.toTensor().unsafeGetTensorImpl());
+      }
+    }
+  }
+  std::unordered_map<const c10::StorageImpl*, int> slots;
+  for (const auto& e : entries) {
+    if (e.fusion->inplace) {
+      continue;
+    }
+    const auto& out = e.args.back().toTensor().storage();
+    if (out.use_count() == held[out.unsafeGetStorageImpl()].size()) {
+      slots.emplace(out.unsafeGetStorageImpl(), static_cast<int>(slots.size()));
+    }
+  }
+  return slots;
+}
+
+struct Plan {
+  std::string name;
+  int64_t rows_per_chunk;
+};
+
+// Fused kernels by the structure of their run: ops, dtype, shape and layout.
+std::unordered_map<std::string, Plan>& plans() {
+  static auto* cache = new std::unordered_map<std::string, Plan>();
+  return *cache;
+}
+
+const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operand>& operands,
+    c10::ScalarType dtype, c10::IntArrayRef sizes, bool flat) {
+  std::string key = std::to_string(static_cast<int>(dtype)) + (flat ? "f" : "r");
+  for (auto s : sizes) {
+    key += "," + std::to_string(s);
+  }
+  for (const auto& e : entries) {
+    key += ";" + e.fusion->name;
+  }
+  for (const auto& o : operands) {
+    key += o.chunked ? "|" : ".";
+    for (auto s : o.strides) {
+      key += std::to_string(s) + ",";
+    }
+  }
+  auto& cache = plans();
+  auto it = cache.find(key);
+  if (it != cache.end()) {
+    count(Counter::FusionCacheHits);
+    return it->second;
+  }
+  count(Counter::FusionCacheMisses);
+  std::string name;
+  for (const auto& e : entries) {
+    name += (name.empty() ? "" : "+") + e.fusion->name;
+  }
+  const int64_t numel = c10::multiply_integers(sizes);
+  const int64_t row = flat ? 1 : numel / std::max<int64_t>(sizes[0], 1);
+  int64_t elements = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t rows = flat ? (elements + kChunkAlign - 1) / kChunkAlign * kChunkAlign
+                      : std::max<int64_t>(1, elements / std::max<int64_t>(row, 1));
+  return cache.emplace(key, Plan{std::move(name), rows}).first->second;
+}
+
+void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::ScalarType dtype,
+    c10::IntArrayRef sizes) {
+  const int64_t numel = c10::multiply_integers(sizes);
+  const auto slots = dead_intermediates(entries);
+  bool flat = true;
+  std::vector<Operand> operands;
+  std::vector<size_t> first_operand;
+  for (const auto& e : entries) {
+    first_operand.push_back(operands.size());
+    for (const auto& v : e.args) {
+      Operand o;
+      if (v.isTensor() && v.toTensor().device().type() == kNeuron && v.toTensor().dim() > 0) {
+        const auto& t = v.toTensor();
+        o.chunked = true;
+        auto slot = slots.find(t.storage().unsafeGetStorageImpl());
+        o.scratch = slot == slots.end() ? -1 : slot->second;
+        o.host = host_storage(t.storage().unsafeGetStorageImpl());
+        o.offset = t.storage_offset();
+        o.sizes.assign(t.sizes().begin(), t.sizes().end());
+        o.strides.assign(t.strides().begin(), t.strides().end());
+        flat &= t.is_contiguous();
+      } else if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
+        o.whole = host_view(v.toTensor());
+      } else {
+        o.whole = v;
+      }
+      operands.push_back(std::move(o));
+    }
+  }
+  if (flat) {
+    for (auto& o : operands) {
+      if (o.chunked) {
+        o.sizes = {numel};
+        o.strides = {1};
+      }
+    }
+  }
+  const Plan& plan = plan_for(entries, operands, dtype, sizes, flat);
+  const int64_t rows = flat ? numel : sizes[0];
+  const int64_t chunks = (rows + plan.rows_per_chunk - 1) / plan.rows_per_chunk;
+  count(Counter::FusedKernels);
+  count(Counter::FusedOps, static_cast<int64_t>(entries.size()));
+  // Host memory, taken before the core's scope so that it is not device memory.
+  std::vector<at::Tensor> scratch;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    scratch.emplace_back(at::detail::empty_cpu(
+        {std::min(plan.rows_per_chunk, rows) * (numel / std::max<int64_t>(rows, 1))}, dtype));
+  }
+  CoreScope core(device, /*pool=*/true, /*rng=*/false);
+  trace::Span kernel(
+      trace::Kind::Kernel, device, "fused", [&] { return "nc::fused " + plan.name; });
+  const auto cpu = c10::DispatchKeySet(c10::DispatchKey::CPU);
+  torch::jit::Stack stack;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = c * plan.rows_per_chunk;
+    const int64_t r1 = std::min(rows, r0 + plan.rows_per_chunk);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      stack.clear();
+      const size_t n = entries[i].args.size();
+      for (size_t k = 0; k < n; ++k) {
+        const auto& o = operands[first_operand[i] + k];
+        stack.emplace_back(o.chunked ? c10::IValue(chunk_of(o, dtype, r0, r1, scratch)) : o.whole);
+      }
+      try {
+        entries[i].fusion->out_op->redispatchBoxed(cpu, &stack);
+      } catch (const std::exception& error) {
+        rethrow_attributed(entries[i], error);
+      }
+    }
+  }
+}
+
+void execute(std::vector<Entry>& entries, c10::DeviceIndex device, c10::ScalarType dtype,
+    c10::IntArrayRef sizes) {
+  if (entries.size() > 1) {
+    run_fused(entries, device, dtype, sizes);
+    return;
+  }
+  auto& e = entries[0];
+  torch::jit::Stack stack(e.args.begin(), e.args.end());
+  try {
+    run_now(*e.fusion->out_op, &stack);
+  } catch (const std::exception& error) {
+    rethrow_attributed(e, error);
+  }
+}
+
+// Runs and empties the queue; the caller holds its lock.
+void run_locked(Queue& q, Boundary reason) {
+  if (q.entries.empty()) {
+    return;
+  }
+  auto entries = std::move(q.entries);
+  q.entries.clear();
+  q.uses.clear();
+  q.fresh_bytes = 0;
+  g_queued.store(false, std::memory_order_relaxed);
+  count_queue_run(reason);
+  execute(entries, q.device, q.dtype, q.sizes);
+}
+
+void run_queue(Boundary reason) {
+  auto& q = the_queue();
+  std::lock_guard<std::recursive_mutex> lock(q.mutex);
+  run_locked(q, reason);
+}
+
+bool decline() {
+  reach(Boundary::Op);
+  return false;
+}
+
+// The strides ATen gives the result of `op` on these arguments: with strided operands (views
+// read as prologues) it follows their layout, as TensorIterator does, so it is asked on meta
+// tensors; contiguous operands give a contiguous result.
+c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
+    const torch::jit::Stack& stack, size_t first, const at::Tensor& self, bool strided) {
+  if (!strided) {
+    c10::SmallVector<int64_t, 5> strides(self.dim(), 1);
+    for (int64_t d = self.dim() - 2; d >= 0; --d) {
+      strides[d] = strides[d + 1] * std::max<int64_t>(self.size(d + 1), 1);
+    }
+    return strides;
+  }
+  torch::jit::Stack meta;
+  for (size_t i = first; i < stack.size(); ++i) {
+    const auto& v = stack[i];
+    if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
+      const auto& t = v.toTensor();
+      meta.emplace_back(at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta)));
+    } else {
+      meta.push_back(v);
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  auto strides = meta.back().toTensor().strides();
+  return c10::SmallVector<int64_t, 5>(strides.begin(), strides.end());
+}
+
+bool enqueue(const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t first = stack.size() - nargs;
+  if (!stack[first].isTensor()) {
+    return decline();
+  }
+  const at::Tensor self = stack[first].toTensor();
+  if (self.device().type() != kNeuron || self.dim() == 0 ||
+      static_cast<int64_t>(self.nbytes()) < kMinBytes ||
+      (f.dtypes & dtype_bit(self.scalar_type())) == 0 ||
+      !eligible_tensor(self, self, /*written=*/f.inplace)) {
+    return decline();
+  }
+  for (size_t i = first + 1; i < stack.size(); ++i) {
+    const auto& v = stack[i];
+    if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, false)
+                     : (v.isList() || v.isComplexDouble())) {
+      return decline();
+    }
+  }
+  auto issued_at = memory_context::gather(/*cpp=*/false);
+  Entry e{&f, {}, std::move(issued_at)};
+  int64_t fresh_bytes = 0;
+  e.args.reserve(nargs + 1);
+  std::vector<Use> uses;
+  for (size_t i = first; i < stack.size(); ++i) {
+    const auto& v = stack[i];
+    if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
+      const auto& t = v.toTensor();
+      uses.push_back(use_of(t, i == first && f.inplace));
+      e.args.emplace_back(tensor_over(t.storage(), t, c10::DispatchKey::PrivateUse1));
+    } else if (v.isTensor()) {
+      // A CPU scalar's value now: host code may change it before the queue runs.
+      e.args.emplace_back(v.toTensor().clone());
+    } else {
+      e.args.push_back(v);
+    }
+  }
+  c10::IValue result = stack[first];
+  if (f.inplace) {
+    e.args.push_back(e.args.front());
+  } else {
+    c10::DeviceGuard guard(self.device());
+    bool strided = false;
+    for (size_t i = first; i < stack.size(); ++i) {
+      strided |= stack[i].isTensor() && !stack[i].toTensor().is_contiguous();
+    }
+    at::Tensor out = at::detail::empty_strided_generic(self.sizes(),
+        result_strides(op, stack, first, self, strided), device_allocator(),
+        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.scalar_type());
+    uses.push_back(use_of(out, /*written=*/true));
+    fresh_bytes = static_cast<int64_t>(out.nbytes());
+    e.args.emplace_back(tensor_over(out.storage(), out, c10::DispatchKey::PrivateUse1));
+    result = std::move(out);
+  }
+  for (size_t i = 0; i < uses.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!compatible(uses[i], uses[j])) {
+        return decline();
+      }
+    }
+  }
+  auto& q = the_queue();
+  std::lock_guard<std::recursive_mutex> lock(q.mutex);
+  if (!q.entries.empty() && (q.device != self.device().index() || q.dtype != self.scalar_type() ||
+                                self.sizes() != c10::IntArrayRef(q.sizes))) {
+    run_locked(q, Boundary::Shape);
+  }
+  for (const auto& u : uses) {
+    for (const auto& queued : q.uses) {
+      if (!compatible(u, queued)) {
+        run_locked(q, Boundary::Alias);
+        break;
+      }
+    }
+  }
+  if (q.entries.empty()) {
+    q.device = self.device().index();
+    q.dtype = self.scalar_type();
+    q.sizes.assign(self.sizes().begin(), self.sizes().end());
+  }
+  q.uses.insert(q.uses.end(), uses.begin(), uses.end());
+  q.fresh_bytes += fresh_bytes;
+  q.entries.push_back(std::move(e));
+  g_queued.store(true, std::memory_order_relaxed);
+  count(Counter::QueuedOps);
+  torch::jit::drop(stack, nargs);
+  stack.push_back(std::move(result));
+  if (static_cast<int64_t>(q.entries.size()) >= g_limit.load(std::memory_order_relaxed) ||
+      q.fresh_bytes >= kQueueBytes) {
+    run_locked(q, Boundary::Size);
+  }
+  return true;
+}
+
+} // namespace
+
+bool record(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!g_enabled.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  const auto& table = fusions();
+  auto it = table.find(&op.schema());
+  if (it == table.end() || at::globalContext().deterministicAlgorithms()) {
+    return decline();
+  }
+  return enqueue(it->second, op, *stack);
+}
+
+void set_enabled(bool on) {
+  if (!on) {
+    reach(Boundary::Op);
+  }
+  g_enabled = on;
+}
+
+bool enabled() {
+  return g_enabled.load();
+}
+
+void set_prologue(bool on) {
+  reach(Boundary::Op);
+  g_prologue = on;
+}
+
+bool prologue() {
+  return g_prologue.load();
+}
+
+void set_limit(int64_t ops) {
+  TORCH_CHECK(ops >= 1, "The op queue must hold at least 1 op, got ", ops);
+  reach(Boundary::Size);
+  g_limit = ops;
+}
+
+int64_t limit() {
+  return g_limit.load();
+}
+
+void set_fusable(const std::vector<std::string>& ops, const std::vector<std::string>& dtypes) {
+  TORCH_CHECK(ops.size() == dtypes.size(), "set_fusable needs one dtype per op");
+  // Read here rather than at load, so that a bad value raises in Python instead of aborting.
+  auto limit = config::integer(config::kQueueLimit);
+  TORCH_CHECK(limit >= 1, config::kQueueLimit.name, "=", limit,
+      " cannot hold an op; use a positive number of ops");
+  g_limit = limit;
+  g_prologue = config::flag(config::kPrologue);
+  g_enabled = config::flag(config::kConcatenation);
+  set_queued_work_runner(&run_queue);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  std::unordered_map<std::string, std::vector<c10::OperatorName>> overloads;
+  for (auto& name : dispatcher.getAllOpNames()) {
+    overloads[name.name].push_back(name);
+  }
+  auto& table = fusions();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto& qualified = ops[i];
+    auto dot = qualified.find('.');
+    std::string base = "aten::" + qualified.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+    auto op = dispatcher.findSchema({base, overload});
+    TORCH_CHECK(op, "op_policy.json names fusable op '", qualified, "', which does not exist");
+    const auto& args = op->schema().arguments();
+    bool inplace = base.back() == '_';
+    std::string functional = inplace ? base.substr(0, base.size() - 1) : base;
+    std::optional<c10::OperatorHandle> out;
+    for (const auto& name : overloads[functional]) {
+      auto candidate = dispatcher.findSchema(name);
+      const auto& cargs = candidate->schema().arguments();
+      if (cargs.size() != args.size() + 1 || cargs.back().name() != "out") {
+        continue;
+      }
+      bool same = true;
+      for (size_t k = 0; k < args.size(); ++k) {
+        same &= cargs[k].name() == args[k].name() && *cargs[k].type() == *args[k].type();
+      }
+      if (same) {
+        out = candidate;
+        break;
+      }
+    }
+    TORCH_CHECK(out, "fusable op '", qualified, "' has no out= variant to run chunks with");
+    std::optional<c10::ScalarType> dtype;
+    for (int t = 0; t < static_cast<int>(c10::ScalarType::NumOptions); ++t) {
+      if (dtypes[i] == c10::toString(static_cast<c10::ScalarType>(t))) {
+        dtype = static_cast<c10::ScalarType>(t);
+      }
+    }
+    TORCH_CHECK(dtype, "fusable op '", qualified, "' names unknown dtype '", dtypes[i], "'");
+    auto& f = table[&op->schema()];
+    f.out_op = out;
+    f.inplace = inplace;
+    f.dtypes |= dtype_bit(*dtype);
+    f.name = qualified;
+  }
+}
+
+} // namespace neuron::queue
