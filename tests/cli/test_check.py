@@ -173,6 +173,18 @@ def test_clean_script_is_ready():
     assert report["counters"]["NativeOp::aten::index.Tensor"] == 1
 
 
+def test_adaptive_eager_is_reported_when_it_is_on():
+    out, report = check("elementwise", env={"TORCH_NEURONX_ENABLE_CONCATENATION": "1"})
+    assert out.returncode == 0 and report["verdict"] == "ready"
+    fusion = report["adaptive_eager"]
+    assert fusion["queued_ops"] == 4 and fusion["fused_ops"] == 4
+    assert fusion["fused_kernels"] == 1 and fusion["runs"] == {"op": 1}
+    text = run("check", PORTING, "elementwise", env={"TORCH_NEURONX_ENABLE_CONCATENATION": "1"})
+    assert "Adaptive eager: 4 ops queued, 4 of them in 1 fused kernels" in text.stdout
+    _, off = check("elementwise")
+    assert off["adaptive_eager"] is None
+
+
 def test_module_mode_runs_as_python_dash_m():
     out, report = run_json("check", "-m", "porting", "fallback", cwd=script(""))
     assert out.returncode == 0, out.stderr

@@ -156,7 +156,23 @@ def analyse(target, neuron, cpu=None):
         "actions": _actions(findings),
         "compile": compile_summary,
         "counters": counters,
+        "adaptive_eager": _adaptive_eager(counters),
         "policy_64bit": raw.get("policy_64bit"),
+    }
+
+
+def _adaptive_eager(counters):
+    """What adaptive eager execution did, or None when it queued nothing (it is off)."""
+    if not counters.get("QueuedOps"):
+        return None
+    runs = "QueueRun::"
+    return {
+        "queued_ops": counters["QueuedOps"],
+        "fused_kernels": counters.get("FusedKernels", 0),
+        "fused_ops": counters.get("FusedOps", 0),
+        "cache_hits": counters.get("FusionCacheHits", 0),
+        "cache_misses": counters.get("FusionCacheMisses", 0),
+        "runs": {k[len(runs) :]: v for k, v in counters.items() if k.startswith(runs)},
     }
 
 
@@ -632,6 +648,14 @@ def markdown(data):
         f"{report.size(c.get('DeviceToHostBytes', 0))}; 64-bit policy: "
         f"{data['policy_64bit']}.\n"
     )
+    fusion = data["adaptive_eager"]
+    if fusion:
+        runs = ", ".join(f"{reason} {n}" for reason, n in sorted(fusion["runs"].items()))
+        out.append(
+            f"Adaptive eager: {fusion['queued_ops']} ops queued, {fusion['fused_ops']} of them "
+            f"in {fusion['fused_kernels']} fused kernels ({fusion['cache_hits']} fusion-cache "
+            f"hits); the queue ran at: {runs}.\n"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -73,6 +73,12 @@ def compiled():
     compiled_step(torch.ones(8, device=device))
 
 
+def elementwise():
+    """A chain of elementwise ops, which adaptive eager execution fuses when it is on."""
+    x = torch.randn(256, 256, device=device)
+    return ((x * 2 + 1).tanh() * x).sum().item()
+
+
 def nki_kernel():
     """An NKI kernel that breaks a hardware rule: 256 partitions, where there are 128."""
     import nki
