@@ -316,6 +316,14 @@ def test_transposed_views_join_a_run_as_prologues():
         assert y.stride() == want.stride()  # the layout eager gives, read from ATen itself
         assert_same_bits(y, want)
         assert adaptive_eager.stats()["fused_kernels"] == 1
+    # Several chunks of a transposed layout, with a dropped intermediate in a chunk buffer.
+    x = torch.randn(300, 2000)
+    want = x.t() * 2 + 1
+    with queue(prologue=True):
+        y = x.to("neuron").t() * 2 + 1
+        assert y.stride() == want.stride()
+        assert_same_bits(y, want)
+        assert adaptive_eager.stats()["fused_kernels"] == 1
     with queue(prologue=False):
         # Eager keeps the transposed layout, so neither op has contiguous operands to queue.
         y = x.to("neuron").t() * 2 + 1

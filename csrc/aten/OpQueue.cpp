@@ -183,12 +183,12 @@ struct Operand {
   c10::SmallVector<int64_t, 5> sizes;
   c10::SmallVector<int64_t, 5> strides;
   bool chunked = false;
-  // An intermediate nothing outside the run can read lives only in a per-thread chunk buffer.
+  // An intermediate nothing outside the run can read lives only in a chunk buffer.
   int scratch = -1;
 };
 
 // The rows [r0, r1) of dimension 0 of a chunked operand, as a CPU tensor over device memory
-// (or over the thread's chunk buffer for the operand).
+// (or over the operand's chunk buffer).
 at::Tensor chunk_of(const Operand& o, c10::ScalarType dtype, int64_t r0, int64_t r1,
     const std::vector<at::Tensor>& scratch) {
   const bool local = o.scratch >= 0;
@@ -303,11 +303,16 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
       operands.push_back(std::move(o));
     }
   }
-  if (flat) {
-    for (auto& o : operands) {
-      if (o.chunked) {
-        o.sizes = {numel};
-        o.strides = {1};
+  for (auto& o : operands) {
+    if (o.chunked && flat) {
+      o.sizes = {numel};
+      o.strides = {1};
+    } else if (o.scratch >= 0) {
+      // Its values live only in the chunk buffer, which holds a chunk in row-major order.
+      int64_t stride = 1;
+      for (size_t d = o.sizes.size(); d-- > 0;) {
+        o.strides[d] = stride;
+        stride *= o.sizes[d];
       }
     }
   }
