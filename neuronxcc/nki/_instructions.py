@@ -7,7 +7,7 @@ checks, fp32 engine math, the accumulator registers and the trace), so they can 
 
 import torch
 
-from nki._src import alu, buffers, checks, dtypes, runtime
+from nki._src import alu, checks, dtypes, runtime
 from nki._src.enums import reduce_cmd as Cmd
 from nki._src.errors import require
 from nki._src.isa.elementwise import apply, operand_value
@@ -68,57 +68,6 @@ def tensor_scalar_cumulative(
     lanes.copy_(out[:, -1])
     write(dst, out)
     issue(where, "vector", [dst], [src], reads=(imm0, imm1))
-
-
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
-    """Each GpSimd core (16 partitions) gathers ``num_elem_per_idx`` elements at each of its
-    indices (flattened partition-first) from each of its partitions of ``src_buffer``."""
-    where = "local_gather"
-    checks.on_chip(where, "dst", dst, buffers.sbuf)
-    checks.on_chip(where, "src_buffer", src_buffer, buffers.sbuf)
-    checks.on_chip(where, "index", index, buffers.sbuf)
-    parts = src_buffer.shape[0]
-    require(
-        index.shape[0] == parts and parts % 16 == 0,
-        where,
-        f"src_buffer and index need the same partition count, a multiple of 16 "
-        f"(got {parts} and {index.shape[0]})",
-    )
-    require(
-        index.dtype == torch.uint16, where, f"index must be uint16, got {dtypes.name(index.dtype)}"
-    )
-    width = int(num_elem_per_idx)
-    require(
-        width in (1, 2, 4, 8, 16, 32), where, f"num_elem_per_idx {width} is not a power of 2 <= 32"
-    )
-    per_core = 16 * index.free_size
-    count = per_core if num_valid_indices is None else int(num_valid_indices)
-    require(
-        count <= min(per_core, 4096),
-        where,
-        f"num_valid_indices {count} exceeds the {min(per_core, 4096)} indices per core",
-    )
-    require(
-        dst.free_size == count * width,
-        where,
-        f"dst has {dst.free_size} elements per partition, the gather produces {count * width}",
-    )
-    source = src_buffer.host.reshape(parts, -1)
-    indices = index.host.to(torch.int64).reshape(parts, -1)
-    span = torch.arange(width)
-    out = torch.empty((parts, count * width), dtype=source.dtype)
-    for core in range(parts // 16):
-        rows = slice(16 * core, 16 * core + 16)
-        starts = indices[rows].T.reshape(-1)[:count]
-        columns = (starts[:, None] + span).reshape(-1)
-        require(
-            int(columns.max()) < source.shape[1],
-            where,
-            f"an index reaches element {int(columns.max())} of {source.shape[1]} per partition",
-        )
-        out[rows] = source[rows][:, columns]
-    write(dst, out)
-    issue(where, "gpsimd", [dst], [src_buffer, index])
 
 
 def dropout(dst, data, prob, name=None):

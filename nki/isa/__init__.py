@@ -35,7 +35,7 @@ from .._src.isa.registers import (
 )
 from .._src.isa.scan import tensor_tensor_scan
 from .._src.isa.search import nc_find_index8, nc_match_replace8, nonzero_with_count
-from .._src.isa.select import nc_n_gather, range_select, select_reduce
+from .._src.isa.select import local_gather, nc_n_gather, range_select, select_reduce
 from .._src.isa.shuffle import nc_stream_shuffle
 from .._src.isa.stats import bn_aggr, bn_stats
 from .._src.isa.sync import core_barrier, sendrecv
@@ -67,6 +67,7 @@ __all__ = [
     "get_nc_version",
     "gpsimd_engine",
     "iota",
+    "local_gather",
     "matmul_perf_mode",
     "max8",
     "memset",

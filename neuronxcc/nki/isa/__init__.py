@@ -217,7 +217,7 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
     """Gather along the free axis within each GpSimd core's 16 partitions (see nki.isa)."""
     count = 16 * _free(index) if num_valid_indices is None else int(num_valid_indices)
     return _returned(
-        extra.local_gather,
+        new.local_gather,
         "local_gather",
         (src_buffer.shape[0], count, num_elem_per_idx),
         src_buffer.dtype,

@@ -1,5 +1,5 @@
 """Selections with a running max in the Vector accumulators (range_select, select_reduce) and the
-per-partition gather nc_n_gather (GpSimd)."""
+GpSimd gathers: nc_n_gather (within each partition) and local_gather (per 16-partition core)."""
 
 import torch
 
@@ -13,6 +13,9 @@ from .accumulators import accumulate
 from .elementwise import operand_value
 
 FP32_MIN = float(torch.finfo(torch.float32).min)
+CORE_PARTITIONS = 16  # SBUF partitions wired to each of the 8 GpSimd cores
+ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)
+MAX_INDICES_PER_CORE = 4096
 _COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
 
 
@@ -166,3 +169,67 @@ def nc_n_gather(dst, data, indices, name=None):
     rows = data.host.reshape(data.shape[0], -1)
     write(dst, torch.gather(rows, 1, idx))
     issue(where, "gpsimd", [dst], [data, indices])
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    """Each GpSimd core gathers, into each of its 16 partitions, ``num_elem_per_idx`` contiguous
+    elements of that partition at every offset of its 16-partition ``index`` slice (read
+    partition-first, the first ``num_valid_indices`` offsets)."""
+    where = "local_gather"
+    for label, t in (("dst", dst), ("src_buffer", src_buffer), ("index", index)):
+        checks.on_chip(where, label, t, buffers.sbuf)
+    parts = src_buffer.shape[0]
+    require(
+        parts % CORE_PARTITIONS == 0,
+        where,
+        f"src_buffer partition dimension {parts} must be a multiple of {CORE_PARTITIONS} "
+        "(one GpSimd core per 16 partitions)",
+    )
+    checks.same_partitions(where, "index", index, "src_buffer", src_buffer)
+    checks.same_partitions(where, "dst", dst, "src_buffer", src_buffer)
+    require(
+        index.dtype == dtypes.uint16,
+        where,
+        f"index dtype {dtypes.name(index.dtype)} must be uint16",
+    )
+    require(
+        dst.dtype == src_buffer.dtype,
+        where,
+        f"dst dtype {dtypes.name(dst.dtype)} must equal src_buffer dtype "
+        f"{dtypes.name(src_buffer.dtype)} (local_gather does not cast)",
+    )
+    require(
+        num_elem_per_idx in ELEMS_PER_INDEX,
+        where,
+        f"num_elem_per_idx {num_elem_per_idx} must be one of {ELEMS_PER_INDEX}",
+    )
+    per_core = CORE_PARTITIONS * index.free_size
+    valid = per_core if num_valid_indices is None else int(num_valid_indices)
+    require(
+        0 < valid <= min(per_core, MAX_INDICES_PER_CORE),
+        where,
+        f"num_valid_indices {valid} must be in [1, {min(per_core, MAX_INDICES_PER_CORE)}]: at most "
+        f"the {per_core} indices of a 16-partition index slice and at most {MAX_INDICES_PER_CORE}",
+    )
+    require(
+        dst.free_size == valid * num_elem_per_idx,
+        where,
+        f"dst has {dst.free_size} elements per partition; it must hold num_valid_indices * "
+        f"num_elem_per_idx = {valid * num_elem_per_idx}",
+    )
+    cores = parts // CORE_PARTITIONS
+    # Each core flattens its index slice partition-first (column-major).
+    idx = index.host.reshape(cores, CORE_PARTITIONS, -1).transpose(1, 2).reshape(cores, -1)
+    idx = idx[:, :valid].to(torch.int64)
+    width = src_buffer.free_size
+    require(
+        bool((idx + num_elem_per_idx <= width).all()),
+        where,
+        f"an index plus num_elem_per_idx ({num_elem_per_idx}) exceeds the {width} elements per "
+        "partition of src_buffer (out-of-bound gathers are undefined on hardware)",
+    )
+    offsets = (idx.unsqueeze(-1) + torch.arange(num_elem_per_idx)).reshape(cores, -1)
+    offsets = offsets.repeat_interleave(CORE_PARTITIONS, dim=0)
+    rows = src_buffer.host.reshape(parts, -1)
+    write(dst, torch.gather(rows, 1, offsets))
+    issue(where, "gpsimd", [dst], [src_buffer, index])
