@@ -2,7 +2,7 @@
 
 import numbers
 
-from . import buffers
+from . import buffers, dtypes
 from .enums import engine as Engine
 from .errors import fail, require
 from .tensor import PMAX, NkiTensor
@@ -45,6 +45,23 @@ def same_partitions(op, a_label, a, b_label, b):
         op,
         f"partition dimension mismatch: {a_label} has {a.shape[0]}, {b_label} has {b.shape[0]}",
     )
+
+
+def same_dtype(op, a_label, a, b_label, b, why=""):
+    """``a`` and ``b`` must have one dtype (``why``: the instruction's reason, e.g. no cast)."""
+    require(
+        a.dtype == b.dtype,
+        op,
+        f"{a_label} dtype {dtypes.name(a.dtype)} must equal {b_label} dtype "
+        f"{dtypes.name(b.dtype)}" + (f" ({why})" if why else ""),
+    )
+
+
+def dtype_in(op, label, t, *allowed):
+    """``t``'s dtype must be one of ``allowed``."""
+    names = [dtypes.name(d) for d in allowed]
+    choices = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    require(t.dtype in allowed, op, f"{label} dtype {dtypes.name(t.dtype)} must be {choices}")
 
 
 def same_free(op, a_label, a, b_label, b):

@@ -106,11 +106,7 @@ def dma_transpose(
         where,
         f"axes {perm} not supported for a {src.ndim}-D tile; use {_PERMUTATIONS[src.ndim]}",
     )
-    require(
-        dst.dtype == src.dtype,
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must equal src dtype {dtypes.name(src.dtype)}",
-    )
+    checks.same_dtype(where, "dst", dst, "src", src)
     expected = tuple(src.shape[p] for p in perm)
     require(dst.shape == expected, where, f"dst shape {dst.shape} must be {expected}")
     write(dst, src.host.permute(perm))

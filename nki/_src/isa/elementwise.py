@@ -173,9 +173,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
         checks.on_chip(where, "src", src)
         checks.same_tile(where, "dst", dst, "src", src)
         checks.not_both_psum(where, "src", src, "predicate", predicate)
-        require(
-            src.dtype == dst.dtype, where, f"src dtype {src.dtype} must equal dst dtype {dst.dtype}"
-        )
+        checks.same_dtype(where, "src", src, "dst", dst)
         value = read_pf(src)
     else:
         value = torch.full(mask.shape, float(src))

@@ -236,11 +236,7 @@ def nc_transpose(dst, data, engine=E.unknown, name=None):
         where,
         f"data free size {data.free_size} exceeds maximum {limit} ({eng.name} engine)",
     )
-    require(
-        dst.dtype == data.dtype,
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must equal data dtype {dtypes.name(data.dtype)}",
-    )
+    checks.same_dtype(where, "dst", dst, "data", data)
     require(
         dst.shape[0] == data.free_size and dst.free_size == data.shape[0],
         where,

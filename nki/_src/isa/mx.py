@@ -121,16 +121,8 @@ def quantize_mx(dst, src, dst_scale, name=None):
     _require_v4(where)
     checks.on_chip(where, "src", src, buffers.sbuf)
     checks.on_chip(where, "dst", dst, buffers.sbuf)
-    require(
-        src.dtype in (dtypes.float16, dtypes.bfloat16),
-        where,
-        f"src dtype {dtypes.name(src.dtype)} must be float16 or bfloat16",
-    )
-    require(
-        dst.dtype in (dtypes.float8_e4m3fn_x4, dtypes.float8_e5m2_x4),
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must be float8_e4m3fn_x4 or float8_e5m2_x4",
-    )
+    checks.dtype_in(where, "src", src, dtypes.float16, dtypes.bfloat16)
+    checks.dtype_in(where, "dst", dst, dtypes.float8_e4m3fn_x4, dtypes.float8_e5m2_x4)
     _check_data_partitions(where, "src", src)
     checks.same_partitions(where, "dst", dst, "src", src)
     require(
@@ -192,11 +184,7 @@ def nc_matmul_mx(
             "float4_e2m1fn_x4",
         )
         _check_data_partitions(where, label, t)
-    require(
-        dst.dtype in (dtypes.float32, dtypes.bfloat16),
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must be float32 or bfloat16",
-    )
+    checks.dtype_in(where, "dst", dst, dtypes.float32, dtypes.bfloat16)
     require(
         stationary.shape[0] == moving.shape[0],
         where,

@@ -48,11 +48,7 @@ def nc_find_index8(dst, data, vals, name=None):
     where = "nc_find_index8"
     _check_search(where, dst, data, vals)
     checks.same_partitions(where, "dst", dst, "data", data)
-    require(
-        dst.dtype in _INDEX_DTYPES,
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must be uint16 or uint32",
-    )
+    checks.dtype_in(where, "dst", dst, *_INDEX_DTYPES)
     require(
         dst.free_size == 8, where, f"dst must have 8 elements per partition, has {dst.free_size}"
     )
@@ -89,11 +85,7 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     if dst_idx is not None:
         checks.on_chip(where, "dst_idx", dst_idx)
         checks.same_partitions(where, "dst_idx", dst_idx, "data", data)
-        require(
-            dst_idx.dtype in _INDEX_DTYPES,
-            where,
-            f"dst_idx dtype {dtypes.name(dst_idx.dtype)} must be uint16 or uint32",
-        )
+        checks.dtype_in(where, "dst_idx", dst_idx, *_INDEX_DTYPES)
         require(
             dst_idx.free_size == 8,
             where,
@@ -116,12 +108,8 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     )
     checks.on_chip(where, "src", src, buffers.sbuf)
     checks.on_chip(where, "dst", dst, buffers.sbuf)
-    require(
-        src.dtype in (dtypes.float32, dtypes.int32),
-        where,
-        f"src dtype {dtypes.name(src.dtype)} must be float32 or int32",
-    )
-    require(dst.dtype == dtypes.int32, where, f"dst dtype {dtypes.name(dst.dtype)} must be int32")
+    checks.dtype_in(where, "src", src, dtypes.float32, dtypes.int32)
+    checks.dtype_in(where, "dst", dst, dtypes.int32)
     checks.same_partitions(where, "dst", dst, "src", src)
     require(
         dst.free_size == src.free_size + 1,

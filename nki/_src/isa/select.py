@@ -148,16 +148,8 @@ def nc_n_gather(dst, data, indices, name=None):
         checks.on_chip(where, label, t, buffers.sbuf)
     checks.same_partitions(where, "dst", dst, "data", data)
     checks.same_partitions(where, "indices", indices, "data", data)
-    require(
-        dst.dtype == data.dtype,
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must equal data dtype {dtypes.name(data.dtype)}",
-    )
-    require(
-        indices.dtype == dtypes.uint32,
-        where,
-        f"indices dtype {dtypes.name(indices.dtype)} must be uint32",
-    )
+    checks.same_dtype(where, "dst", dst, "data", data)
+    checks.dtype_in(where, "indices", indices, dtypes.uint32)
     checks.same_free(where, "dst", dst, "indices", indices)
     idx = indices.host.reshape(indices.shape[0], -1).to(torch.int64)
     width = data.free_size
@@ -187,17 +179,8 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
     )
     checks.same_partitions(where, "index", index, "src_buffer", src_buffer)
     checks.same_partitions(where, "dst", dst, "src_buffer", src_buffer)
-    require(
-        index.dtype == dtypes.uint16,
-        where,
-        f"index dtype {dtypes.name(index.dtype)} must be uint16",
-    )
-    require(
-        dst.dtype == src_buffer.dtype,
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must equal src_buffer dtype "
-        f"{dtypes.name(src_buffer.dtype)} (local_gather does not cast)",
-    )
+    checks.dtype_in(where, "index", index, dtypes.uint16)
+    checks.same_dtype(where, "dst", dst, "src_buffer", src_buffer, "local_gather does not cast")
     require(
         num_elem_per_idx in ELEMS_PER_INDEX,
         where,

@@ -3,7 +3,7 @@
 import math
 import operator
 
-from .. import checks, dtypes
+from .. import checks
 from ..errors import require
 from ..tiles import rows
 from ..trace import issue
@@ -19,11 +19,7 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     where = "nc_stream_shuffle"
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "src", src)
-    require(
-        dst.dtype == src.dtype,
-        where,
-        f"dst dtype {dtypes.name(dst.dtype)} must equal src dtype {dtypes.name(src.dtype)}",
-    )
+    checks.same_dtype(where, "dst", dst, "src", src)
     checks.same_free(where, "dst", dst, "src", src)
     mask = [operator.index(m) for m in shuffle_mask]
     require(len(mask) == QUADRANT, where, f"shuffle_mask must have 32 entries, has {len(mask)}")

@@ -7,7 +7,7 @@ launch's World (see ``spmd``), so a peer that never arrives is reported as a dea
 
 import operator
 
-from .. import buffers, checks, dtypes, runtime
+from .. import buffers, checks, runtime
 from ..enums import dma_engine as DmaEngine
 from ..enums import engine as E
 from ..errors import require
@@ -68,11 +68,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=DmaEngi
     ctx, core = _core(where)
     for label, t in (("src", src), ("dst", dst)):
         checks.on_chip(where, label, t, buffers.sbuf)
-    require(
-        src.dtype == dst.dtype,
-        where,
-        f"src dtype {dtypes.name(src.dtype)} must equal dst dtype {dtypes.name(dst.dtype)}",
-    )
+    checks.same_dtype(where, "src", src, "dst", dst)
     require(
         src.shape == dst.shape,
         where,
