@@ -375,8 +375,12 @@ void run_locked(Queue& q, Boundary reason) {
   q.entries.clear();
   q.uses.clear();
   q.fresh_bytes = 0;
-  g_queued.store(false, std::memory_order_relaxed);
   count_queue_run(reason);
+  // Cleared once the work has run: until then a reader on another thread sees queued work and
+  // waits for this run on the queue's lock.
+  struct ClearQueued {
+    ~ClearQueued() { g_queued.store(false, std::memory_order_relaxed); }
+  } clear;
   execute(entries, q.device, q.dtype, q.sizes);
 }
 
