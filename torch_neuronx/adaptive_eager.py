@@ -47,16 +47,21 @@ def enabled(on: bool = True):
 
 
 def stats() -> dict[str, int]:
-    """Queued ops, fused kernels and the ops in them, fusion-cache hits and misses, and queue
-    runs by boundary (``runs.<boundary>``). Unlike memory statistics, reading them is no
-    boundary."""
-    counters = dict(zip(*torch.ops.neuron.counters()))
+    """Queued ops, fused kernels and the ops in them, fusion-cache hits and misses, eligible ops
+    run at once because their run was predicted to hold only them, and queue runs by boundary
+    (``runs.<boundary>``). Unlike memory statistics, reading them is no boundary."""
+    return stats_of(dict(zip(*torch.ops.neuron.counters())))
+
+
+def stats_of(counters: dict[str, int]) -> dict[str, int]:
+    """``stats()`` from a snapshot of torch_neuronx.metrics counters."""
     out = {
         "queued_ops": counters.get("QueuedOps", 0),
         "fused_kernels": counters.get("FusedKernels", 0),
         "fused_ops": counters.get("FusedOps", 0),
         "cache_hits": counters.get("FusionCacheHits", 0),
         "cache_misses": counters.get("FusionCacheMisses", 0),
+        "run_alone": counters.get("RunAlone", 0),
     }
     prefix = "QueueRun::"
     out.update({"runs." + k[len(prefix) :]: v for k, v in counters.items() if k.startswith(prefix)})

@@ -21,6 +21,7 @@ const char* const kCounterNames[] = {
     "FusedOps",
     "FusionCacheHits",
     "FusionCacheMisses",
+    "RunAlone",
 };
 static_assert(
     sizeof(kCounterNames) / sizeof(kCounterNames[0]) == static_cast<size_t>(Counter::Count_));

@@ -36,6 +36,7 @@ enum class Counter : int {
   FusedOps,
   FusionCacheHits,
   FusionCacheMisses,
+  RunAlone,
   Count_,
 };
 

@@ -80,9 +80,32 @@ struct Entry {
   std::shared_ptr<c10::GatheredContext> issued_at;
 };
 
+// Where a run starts: the op issued before it and its first op.
+using Start = std::pair<const c10::FunctionSchema*, const c10::FunctionSchema*>;
+struct StartHash {
+  size_t operator()(const Start& s) const {
+    return std::hash<const void*>()(s.first) * 31 + std::hash<const void*>()(s.second);
+  }
+};
+// A run that held only its first op cost the recording and fused nothing, so ops from the same
+// start run at once for a while: 16 times, then twice as often each time it happens again, up
+// to 1024; a start that leads to a fused run is forgotten. The program may change phase, which
+// is why a start is tried again at all.
+struct Alone {
+  int skips_left = 0;
+  int skips = 0;
+};
+constexpr int kFirstSkips = 16;
+constexpr int kMostSkips = 1024;
+
+// The op this thread issued last, for the start of the next run.
+thread_local const c10::FunctionSchema* t_previous = nullptr;
+
 struct Queue {
   std::recursive_mutex mutex;
   std::vector<Entry> entries;
+  Start start;
+  std::unordered_map<Start, Alone, StartHash> alone;
   std::vector<Use> uses;
   int64_t fresh_bytes = 0;
   c10::DeviceIndex device = -1;
@@ -322,10 +345,16 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
   count(Counter::FusedKernels);
   count(Counter::FusedOps, static_cast<int64_t>(entries.size()));
   // Host memory, taken before the core's scope so that it is not device memory.
-  std::vector<at::Tensor> scratch;
+  // Kept per thread between runs: a fresh buffer each run costs page faults on every chunk.
+  static thread_local std::vector<at::Tensor> scratch;
+  const auto chunk_bytes = static_cast<size_t>(std::min(plan.rows_per_chunk, rows) *
+                                               (numel / std::max<int64_t>(rows, 1))) *
+                           c10::elementSize(dtype);
+  scratch.resize(std::max(scratch.size(), slots.size()));
   for (size_t k = 0; k < slots.size(); ++k) {
-    scratch.emplace_back(at::detail::empty_cpu(
-        {std::min(plan.rows_per_chunk, rows) * (numel / std::max<int64_t>(rows, 1))}, dtype));
+    if (!scratch[k].defined() || scratch[k].nbytes() < chunk_bytes) {
+      scratch[k] = at::detail::empty_cpu({static_cast<int64_t>(chunk_bytes)}, at::kByte);
+    }
   }
   CoreScope core(device, /*pool=*/true, /*rng=*/false);
   trace::Span kernel(
@@ -376,6 +405,13 @@ void run_locked(Queue& q, Boundary reason) {
   q.uses.clear();
   q.fresh_bytes = 0;
   count_queue_run(reason);
+  if (entries.size() == 1) {
+    auto& a = q.alone[q.start];
+    a.skips = std::min(a.skips == 0 ? kFirstSkips : 2 * a.skips, kMostSkips);
+    a.skips_left = a.skips;
+  } else {
+    q.alone.erase(q.start);
+  }
   // Cleared once the work has run: until then a reader on another thread sees queued work and
   // waits for this run on the queue's lock.
   struct ClearQueued {
@@ -422,7 +458,8 @@ c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
   return c10::SmallVector<int64_t, 5>(strides.begin(), strides.end());
 }
 
-bool enqueue(const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+bool enqueue(
+    const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& stack, Start start) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack.size() - nargs;
@@ -441,6 +478,16 @@ bool enqueue(const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& 
     if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, false)
                      : (v.isList() || v.isComplexDouble())) {
       return decline();
+    }
+  }
+  auto& q = the_queue();
+  {
+    std::lock_guard<std::recursive_mutex> lock(q.mutex);
+    auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
+    if (a != q.alone.end() && a->second.skips_left > 0) {
+      --a->second.skips_left;
+      count(Counter::RunAlone);
+      return false;
     }
   }
   auto issued_at = memory_context::gather(/*cpp=*/false);
@@ -485,7 +532,6 @@ bool enqueue(const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& 
       }
     }
   }
-  auto& q = the_queue();
   std::lock_guard<std::recursive_mutex> lock(q.mutex);
   if (!q.entries.empty() && (q.device != self.device().index() || q.dtype != self.scalar_type() ||
                                 self.sizes() != c10::IntArrayRef(q.sizes))) {
@@ -500,6 +546,7 @@ bool enqueue(const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& 
     }
   }
   if (q.entries.empty()) {
+    q.start = start;
     q.device = self.device().index();
     q.dtype = self.scalar_type();
     q.sizes.assign(self.sizes().begin(), self.sizes().end());
@@ -524,18 +571,28 @@ bool record(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!g_enabled.load(std::memory_order_relaxed)) {
     return false;
   }
+  const auto* previous = t_previous;
+  t_previous = &op.schema();
   const auto& table = fusions();
   auto it = table.find(&op.schema());
   if (it == table.end() || at::globalContext().deterministicAlgorithms()) {
     return decline();
   }
-  return enqueue(it->second, op, *stack);
+  return enqueue(it->second, op, *stack, {previous, &op.schema()});
+}
+
+// What the queue learnt about runs that fuse nothing holds for the mode it was learnt in.
+void forget_runs() {
+  auto& q = the_queue();
+  std::lock_guard<std::recursive_mutex> lock(q.mutex);
+  q.alone.clear();
 }
 
 void set_enabled(bool on) {
   if (!on) {
     reach(Boundary::Op);
   }
+  forget_runs();
   g_enabled = on;
 }
 
@@ -555,6 +612,7 @@ bool prologue() {
 void set_limit(int64_t ops) {
   TORCH_CHECK(ops >= 1, "The op queue must hold at least 1 op, got ", ops);
   reach(Boundary::Size);
+  forget_runs();
   g_limit = ops;
 }
 

@@ -4,6 +4,7 @@ import argparse
 import linecache
 import sys
 
+from torch_neuronx import adaptive_eager
 from torch_neuronx.cli import report, runs
 
 EPILOG = """\
@@ -165,15 +166,9 @@ def _adaptive_eager(counters):
     """What adaptive eager execution did, or None when it queued nothing (it is off)."""
     if not counters.get("QueuedOps"):
         return None
-    runs = "QueueRun::"
-    return {
-        "queued_ops": counters["QueuedOps"],
-        "fused_kernels": counters.get("FusedKernels", 0),
-        "fused_ops": counters.get("FusedOps", 0),
-        "cache_hits": counters.get("FusionCacheHits", 0),
-        "cache_misses": counters.get("FusionCacheMisses", 0),
-        "runs": {k[len(runs) :]: v for k, v in counters.items() if k.startswith(runs)},
-    }
+    stats = adaptive_eager.stats_of(counters)
+    runs = {k[len("runs.") :]: stats.pop(k) for k in list(stats) if k.startswith("runs.")}
+    return {**stats, "runs": runs}
 
 
 def _ended_run(neuron):
