@@ -569,6 +569,7 @@ void record_memory_history(
 }
 
 MemorySnapshot memory_snapshot() {
+  reach(Boundary::MemoryStats);
   auto [segments, entries] = pools().snapshot();
   MemorySnapshot out;
   auto slot = [&out](std::shared_ptr<c10::GatheredContext> c) -> int64_t {

@@ -53,6 +53,8 @@ class HostGraph:
                 owners.setdefault(arg.untyped_storage().data_ptr(), arg)
                 if core is None and arg.device.type == "neuron":
                     core = arg.device.index
+        # Counted as what it is before the host aliases below would count it as host access.
+        torch.ops.neuron.run_queue("compiled_graph")
         host_args = [_host_alias(a) for a in args]
         args.clear()
         torch.ops.neuron.enter_core(
