@@ -79,13 +79,20 @@ SCALARS = {
 }
 
 
-def call_args(op, pool, draw):
-    """Arguments for one call of `op` drawn from the tensors in `pool` (indices) and SCALARS."""
+def call_args(op, pool, draw, broadcasts=0):
+    """Arguments for one call of `op` drawn from the tensors in `pool` (indices) and SCALARS;
+    with `broadcasts`, a third of the tensor arguments other than one full-shape one (`self`,
+    when the op writes it) are drawn from that many tensors that broadcast to the shape."""
     args = []
+    tensors = [a for a in op._schema.arguments if isinstance(a.type, torch.TensorType)]
+    full = tensors[0] if op._schema.name.endswith("_") else tensors[draw(len(tensors))]
     for arg in op._schema.arguments:
         keyword = arg.name if arg.kwarg_only else None
         if isinstance(arg.type, torch.TensorType):
-            args.append((keyword, "tensor", draw(len(pool))))
+            if broadcasts and arg is not full and draw(3) == 0:
+                args.append((keyword, "broadcast", draw(broadcasts)))
+            else:
+                args.append((keyword, "tensor", draw(len(pool))))
         elif arg.name in SCALARS:
             choices = SCALARS[arg.name]
             args.append((keyword, "value", choices[draw(len(choices))]))
@@ -99,12 +106,15 @@ def aten_op(name):
     return getattr(getattr(torch.ops.aten, base), overload or "default")
 
 
-def replay(chain, tensors, device, queued):
-    """Runs `chain` (name, args) on copies of `tensors` on `device`; returns every tensor."""
+def replay(chain, tensors, device, queued, broadcasts=()):
+    """Runs `chain` (name, args) on copies of `tensors` and `broadcasts` on `device`; returns
+    every full-shape tensor."""
     pool = [t.to(device, copy=True) for t in tensors]
+    broadcasts = [t.to(device) for t in broadcasts]
     with queue(queued) if device != "cpu" else contextlib.nullcontext():
         for name, args in chain:
-            values = [(key, pool[v] if kind == "tensor" else v) for key, kind, v in args]
+            sources = {"tensor": pool, "broadcast": broadcasts}
+            values = [(key, sources[kind][v] if kind in sources else v) for key, kind, v in args]
             result = aten_op(name)(
                 *[v for key, v in values if key is None],
                 **{key: v for key, v in values if key is not None},
@@ -115,21 +125,21 @@ def replay(chain, tensors, device, queued):
     return out
 
 
-def check_chain(chain, tensors):
-    want = replay(chain, tensors, "cpu", False)
-    unqueued = replay(chain, tensors, "neuron", False)
+def check_chain(chain, tensors, broadcasts=()):
+    want = replay(chain, tensors, "cpu", False, broadcasts)
+    unqueued = replay(chain, tensors, "neuron", False, broadcasts)
     metrics.clear_counters()
-    queued = replay(chain, tensors, "neuron", True)
+    queued = replay(chain, tensors, "neuron", True, broadcasts)
     for a, b, c in zip(queued, unqueued, want):
         assert_same_bits(b, c)
         assert_same_bits(a, c)
 
 
-def draw_chain(draw_index, names, length):
+def draw_chain(draw_index, names, length, broadcasts=0):
     chain, pool_size = [], 3
     for _ in range(length):
         name = names[draw_index(len(names))]
-        args = call_args(aten_op(name), range(pool_size), draw_index)
+        args = call_args(aten_op(name), range(pool_size), draw_index, broadcasts)
         chain.append((name, args))
         if not name.split(".")[0].endswith("_"):
             pool_size += 1
@@ -193,11 +203,43 @@ def test_random_fused_chains_match_unqueued_and_cpu(data):
     names = [n for n, d in FUSABLE if d == dtype]
     shape = data.draw(st.sampled_from(SIZES))
     torch_dtype = {"Float": torch.float32, "BFloat16": torch.bfloat16}[dtype]
-    tensors = operands(shape, torch_dtype, 3, data.draw(st.integers(0, 1000)))
+    seed = data.draw(st.integers(0, 1000))
+    tensors = operands(shape, torch_dtype, 3, seed)
+    # A row, a row with a leading 1 (each read whole by every chunk) and a column (cut into
+    # chunks with the rows it spans).
+    broadcasts = [
+        operands(s, torch_dtype, 1, seed + k)[0]
+        for k, s in enumerate([shape[1:], (1, *shape[1:]), (shape[0], 1)])
+    ]
     chain = draw_chain(
-        lambda n: data.draw(st.integers(0, n - 1)), names, data.draw(st.integers(2, 8))
+        lambda n: data.draw(st.integers(0, n - 1)),
+        names,
+        data.draw(st.integers(2, 8)),
+        len(broadcasts),
     )
-    check_chain(chain, tensors)
+    check_chain(chain, tensors, broadcasts)
+
+
+def test_operands_that_broadcast_join_a_run():
+    # A bias row (read whole by every chunk), a per-row column (cut with the chunks' rows), and
+    # an op whose self is the row: one fused kernel, with CPU's bits.
+    x, col, row = (
+        operands((600, 1001), torch.float32, 1, 5)[0],
+        *operands((600, 1), torch.float32, 1, 6),
+        *operands((1001,), torch.float32, 1, 7),
+    )
+
+    def program(x, col, row):
+        y = (x * col + row).tanh()
+        return [y, row * y, y.add_(col)]
+
+    want = program(x, col, row)
+    with queue():
+        got = program(x.to("neuron"), col.to("neuron"), row.to("neuron"))
+        for g, w in zip(got, want):
+            assert_same_bits(g, w)
+        stats = adaptive_eager.stats()
+        assert stats["fused_kernels"] == 1 and stats["fused_ops"] == 5, stats
 
 
 def queued_pair():

@@ -142,8 +142,32 @@ bool compatible(const Use& a, const Use& b) {
   return a.begin == b.begin && a.scalar == b.scalar && a.strides == b.strides;
 }
 
-// Everything the queue needs to know about a tensor argument, checked without any lock.
-bool eligible_tensor(const at::Tensor& t, const at::Tensor& self, bool written) {
+// The shape `sizes` and `other` broadcast to, in `sizes`; false if they do not.
+bool broadcast_into(c10::SmallVector<int64_t, 5>& sizes, c10::IntArrayRef other) {
+  if (other.size() > sizes.size()) {
+    sizes.insert(sizes.begin(), other.size() - sizes.size(), 1);
+  }
+  const size_t lead = sizes.size() - other.size();
+  for (size_t d = 0; d < other.size(); ++d) {
+    auto& s = sizes[lead + d];
+    if (other[d] != s && other[d] != 1 && s != 1) {
+      return false;
+    }
+    s = s == 1 ? other[d] : s;
+  }
+  return true;
+}
+
+// Whether a tensor that broadcasts to `shape` takes the chunks' rows (dimension 0) of its own,
+// or is read whole by every chunk because it is the same along dimension 0.
+bool chunked_by_rows(const at::Tensor& t, c10::IntArrayRef shape) {
+  return t.dim() == static_cast<int64_t>(shape.size()) && t.size(0) == shape[0] && shape[0] > 1;
+}
+
+// Everything the queue needs to know about a tensor argument of an op whose result has `shape`,
+// checked without any lock.
+bool eligible_tensor(
+    const at::Tensor& t, const at::Tensor& self, c10::IntArrayRef shape, bool written) {
   if (!t.defined() || t.is_conj() || t.is_neg() || c10::isComplexType(t.scalar_type())) {
     return false;
   }
@@ -153,10 +177,10 @@ bool eligible_tensor(const at::Tensor& t, const at::Tensor& self, bool written) 
   if (t.device() != self.device()) {
     return false;
   }
-  if (t.dim() == 0 && self.dim() > 0) {
+  if (t.dim() == 0) {
     return true;
   }
-  if (t.sizes() != self.sizes() || t.scalar_type() != self.scalar_type()) {
+  if (t.scalar_type() != self.scalar_type() || (written && t.sizes() != shape)) {
     return false;
   }
   // Written tensors, and without prologues every tensor, must be plain contiguous memory.
@@ -308,7 +332,10 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
     first_operand.push_back(operands.size());
     for (const auto& v : e.args) {
       Operand o;
-      if (v.isTensor() && v.toTensor().device().type() == kNeuron && v.toTensor().dim() > 0) {
+      const bool rows = v.isTensor() && v.toTensor().device().type() == kNeuron &&
+                        v.toTensor().dim() > 0 &&
+                        (v.toTensor().sizes() == sizes || chunked_by_rows(v.toTensor(), sizes));
+      if (rows) {
         const auto& t = v.toTensor();
         o.chunked = true;
         auto slot = slots.find(t.storage().unsafeGetStorageImpl());
@@ -317,8 +344,10 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
         o.offset = t.storage_offset();
         o.sizes.assign(t.sizes().begin(), t.sizes().end());
         o.strides.assign(t.strides().begin(), t.strides().end());
-        flat &= t.is_contiguous();
+        flat &= t.is_contiguous() && t.sizes() == sizes;
       } else if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
+        // A scalar, or a tensor broadcast along the rows, which splits no chunk into pieces.
+        flat &= v.toTensor().dim() == 0;
         o.whole = host_view(v.toTensor());
       } else {
         o.whole = v;
@@ -435,11 +464,11 @@ bool decline() {
 // read as prologues) it follows their layout, as TensorIterator does, so it is asked on meta
 // tensors; contiguous operands give a contiguous result.
 c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
-    const torch::jit::Stack& stack, size_t first, const at::Tensor& self, bool strided) {
+    const torch::jit::Stack& stack, size_t first, c10::IntArrayRef shape, bool strided) {
   if (!strided) {
-    c10::SmallVector<int64_t, 5> strides(self.dim(), 1);
-    for (int64_t d = self.dim() - 2; d >= 0; --d) {
-      strides[d] = strides[d + 1] * std::max<int64_t>(self.size(d + 1), 1);
+    c10::SmallVector<int64_t, 5> strides(shape.size(), 1);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+      strides[d] = strides[d + 1] * std::max<int64_t>(shape[d + 1], 1);
     }
     return strides;
   }
@@ -467,15 +496,22 @@ bool enqueue(
     return decline();
   }
   const at::Tensor self = stack[first].toTensor();
-  if (self.device().type() != kNeuron || self.dim() == 0 ||
-      static_cast<int64_t>(self.nbytes()) < kMinBytes ||
-      (f.dtypes & dtype_bit(self.scalar_type())) == 0 ||
-      !eligible_tensor(self, self, /*written=*/f.inplace)) {
+  if (self.device().type() != kNeuron || (f.dtypes & dtype_bit(self.scalar_type())) == 0) {
     return decline();
   }
-  for (size_t i = first + 1; i < stack.size(); ++i) {
+  // The result's shape, which the tensor operands broadcast to.
+  c10::SmallVector<int64_t, 5> shape;
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && !broadcast_into(shape, stack[i].toTensor().sizes())) {
+      return decline();
+    }
+  }
+  if (shape.empty() || c10::multiply_integers(shape) * self.itemsize() < kMinBytes) {
+    return decline();
+  }
+  for (size_t i = first; i < stack.size(); ++i) {
     const auto& v = stack[i];
-    if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, false)
+    if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, shape, i == first && f.inplace)
                      : (v.isList() || v.isComplexDouble())) {
       return decline();
     }
@@ -517,8 +553,8 @@ bool enqueue(
     for (size_t i = first; i < stack.size(); ++i) {
       strided |= stack[i].isTensor() && !stack[i].toTensor().is_contiguous();
     }
-    at::Tensor out = at::detail::empty_strided_generic(self.sizes(),
-        result_strides(op, stack, first, self, strided), device_allocator(),
+    at::Tensor out = at::detail::empty_strided_generic(shape,
+        result_strides(op, stack, first, shape, strided), device_allocator(),
         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.scalar_type());
     uses.push_back(use_of(out, /*written=*/true));
     fresh_bytes = static_cast<int64_t>(out.nbytes());
@@ -533,8 +569,8 @@ bool enqueue(
     }
   }
   std::lock_guard<std::recursive_mutex> lock(q.mutex);
-  if (!q.entries.empty() && (q.device != self.device().index() || q.dtype != self.scalar_type() ||
-                                self.sizes() != c10::IntArrayRef(q.sizes))) {
+  if (!q.entries.empty() &&
+      (q.device != self.device().index() || q.dtype != self.scalar_type() || shape != q.sizes)) {
     run_locked(q, Boundary::Shape);
   }
   for (const auto& u : uses) {
@@ -549,7 +585,7 @@ bool enqueue(
     q.start = start;
     q.device = self.device().index();
     q.dtype = self.scalar_type();
-    q.sizes.assign(self.sizes().begin(), self.sizes().end());
+    q.sizes = shape;
   }
   q.uses.insert(q.uses.end(), uses.begin(), uses.end());
   q.fresh_bytes += fresh_bytes;
