@@ -400,7 +400,7 @@ CURRENT = [
 
 
 def test_memory_statistics_exact_after_a_run():
-    x, y = inputs(1 << 14)
+    x, y = inputs()
     xn, yn = x.to("neuron"), y.to("neuron")
 
     def run():
@@ -448,7 +448,7 @@ def active_bytes(snapshot):
     ],
 )
 def test_memory_statistics_call_runs_the_queue(call):
-    x, y = inputs(1 << 14)
+    x, y = inputs()
     xn, yn = x.to("neuron"), y.to("neuron")
     adaptive_eager.enable()
     result = chain(xn, yn)
@@ -458,14 +458,8 @@ def test_memory_statistics_call_runs_the_queue(call):
     assert_bitwise(result.cpu(), chain(x, y))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: each queued op's result is allocated on the device when it is queued, even an "
-    "intermediate the fused kernel keeps in a host chunk buffer, so the peak is higher than "
-    "unqueued eager's",
-)
 def test_peak_memory_same_as_unqueued():
-    x, y = inputs(1 << 14)
+    x, y = inputs()
     xn, yn = x.to("neuron"), y.to("neuron")
 
     def run():

@@ -276,6 +276,18 @@ std::unordered_map<const c10::StorageImpl*, int> dead_intermediates(
   return slots;
 }
 
+// Frees the device memory of the fresh results of queued ops that the caller has dropped: the
+// fused kernel keeps them in a chunk buffer and never writes them, and eager would have freed
+// them already. Nothing but the queue holds them, so nothing can see the memory go.
+void release_dropped(const std::vector<Entry>& entries) {
+  for (const auto& [storage, slot] : dead_intermediates(entries)) {
+    auto* impl = const_cast<c10::StorageImpl*>(storage);
+    if (impl->data_ptr().get() != nullptr) {
+      impl->set_data_ptr_noswap(at::DataPtr(nullptr, impl->device()));
+    }
+  }
+}
+
 struct Plan {
   std::string name;
   int64_t rows_per_chunk;
@@ -340,7 +352,9 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
         o.chunked = true;
         auto slot = slots.find(t.storage().unsafeGetStorageImpl());
         o.scratch = slot == slots.end() ? -1 : slot->second;
-        o.host = host_storage(t.storage().unsafeGetStorageImpl());
+        if (o.scratch < 0) {
+          o.host = host_storage(t.storage().unsafeGetStorageImpl());
+        }
         o.offset = t.storage_offset();
         o.sizes.assign(t.sizes().begin(), t.sizes().end());
         o.strides.assign(t.strides().begin(), t.strides().end());
@@ -411,7 +425,9 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
 
 void execute(std::vector<Entry>& entries, c10::DeviceIndex device, c10::ScalarType dtype,
     c10::IntArrayRef sizes) {
-  if (entries.size() > 1) {
+  // A lone op whose result was dropped and released (a run cut short) still runs, for its
+  // errors, into a chunk buffer.
+  if (entries.size() > 1 || !dead_intermediates(entries).empty()) {
     run_fused(entries, device, dtype, sizes);
     return;
   }
@@ -517,18 +533,15 @@ bool enqueue(
     }
   }
   auto& q = the_queue();
-  {
-    std::lock_guard<std::recursive_mutex> lock(q.mutex);
-    auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
-    if (a != q.alone.end() && a->second.skips_left > 0) {
-      --a->second.skips_left;
-      count(Counter::RunAlone);
-      return false;
-    }
+  std::lock_guard<std::recursive_mutex> lock(q.mutex);
+  auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
+  if (a != q.alone.end() && a->second.skips_left > 0) {
+    --a->second.skips_left;
+    count(Counter::RunAlone);
+    return false;
   }
   auto issued_at = memory_context::gather(/*cpp=*/false);
   Entry e{&f, {}, std::move(issued_at)};
-  int64_t fresh_bytes = 0;
   e.args.reserve(nargs + 1);
   std::vector<Use> uses;
   for (size_t i = first; i < stack.size(); ++i) {
@@ -544,23 +557,6 @@ bool enqueue(
       e.args.push_back(v);
     }
   }
-  c10::IValue result = stack[first];
-  if (f.inplace) {
-    e.args.push_back(e.args.front());
-  } else {
-    c10::DeviceGuard guard(self.device());
-    bool strided = false;
-    for (size_t i = first; i < stack.size(); ++i) {
-      strided |= stack[i].isTensor() && !stack[i].toTensor().is_contiguous();
-    }
-    at::Tensor out = at::detail::empty_strided_generic(shape,
-        result_strides(op, stack, first, shape, strided), device_allocator(),
-        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.scalar_type());
-    uses.push_back(use_of(out, /*written=*/true));
-    fresh_bytes = static_cast<int64_t>(out.nbytes());
-    e.args.emplace_back(tensor_over(out.storage(), out, c10::DispatchKey::PrivateUse1));
-    result = std::move(out);
-  }
   for (size_t i = 0; i < uses.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (!compatible(uses[i], uses[j])) {
@@ -568,7 +564,6 @@ bool enqueue(
       }
     }
   }
-  std::lock_guard<std::recursive_mutex> lock(q.mutex);
   if (!q.entries.empty() &&
       (q.device != self.device().index() || q.dtype != self.scalar_type() || shape != q.sizes)) {
     run_locked(q, Boundary::Shape);
@@ -581,6 +576,26 @@ bool enqueue(
       }
     }
   }
+  c10::IValue result = stack[first];
+  if (f.inplace) {
+    e.args.push_back(e.args.front());
+  } else {
+    // Before this op's result is allocated, as eager has freed them by then.
+    release_dropped(q.entries);
+    c10::DeviceGuard guard(self.device());
+    bool strided = false;
+    for (size_t i = first; i < stack.size(); ++i) {
+      strided |= stack[i].isTensor() && !stack[i].toTensor().is_contiguous();
+    }
+    at::Tensor out = at::detail::empty_strided_generic(shape,
+        result_strides(op, stack, first, shape, strided), device_allocator(),
+        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.scalar_type());
+    // Fresh memory, so it can alias nothing queued.
+    uses.push_back(use_of(out, /*written=*/true));
+    q.fresh_bytes += static_cast<int64_t>(out.nbytes());
+    e.args.emplace_back(tensor_over(out.storage(), out, c10::DispatchKey::PrivateUse1));
+    result = std::move(out);
+  }
   if (q.entries.empty()) {
     q.start = start;
     q.device = self.device().index();
@@ -588,7 +603,6 @@ bool enqueue(
     q.sizes = shape;
   }
   q.uses.insert(q.uses.end(), uses.begin(), uses.end());
-  q.fresh_bytes += fresh_bytes;
   q.entries.push_back(std::move(e));
   g_queued.store(true, std::memory_order_relaxed);
   count(Counter::QueuedOps);
