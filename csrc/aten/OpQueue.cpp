@@ -533,14 +533,19 @@ bool enqueue(
     }
   }
   auto& q = the_queue();
-  std::lock_guard<std::recursive_mutex> lock(q.mutex);
-  auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
-  if (a != q.alone.end() && a->second.skips_left > 0) {
-    --a->second.skips_left;
-    count(Counter::RunAlone);
-    return false;
+  {
+    std::lock_guard<std::recursive_mutex> lock(q.mutex);
+    auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
+    if (a != q.alone.end() && a->second.skips_left > 0) {
+      --a->second.skips_left;
+      count(Counter::RunAlone);
+      return false;
+    }
   }
+  // Outside the lock: gathering the Python stack takes the GIL, which a thread waiting for the
+  // queue may hold.
   auto issued_at = memory_context::gather(/*cpp=*/false);
+  std::lock_guard<std::recursive_mutex> lock(q.mutex);
   Entry e{&f, {}, std::move(issued_at)};
   e.args.reserve(nargs + 1);
   std::vector<Use> uses;
