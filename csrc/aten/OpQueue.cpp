@@ -23,7 +23,6 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace neuron::queue {
 namespace {
@@ -107,6 +106,10 @@ struct Queue {
   Start start;
   std::unordered_map<Start, Alone, StartHash> alone;
   std::vector<Use> uses;
+  // The queue's own tensors by storage, and the storages of fresh results in order: a result
+  // is dropped when the queue's tensors are all that still hold its storage.
+  std::unordered_map<const c10::StorageImpl*, size_t> held;
+  std::vector<c10::StorageImpl*> results;
   int64_t fresh_bytes = 0;
   c10::DeviceIndex device = -1;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
@@ -249,41 +252,30 @@ at::Tensor chunk_of(const Operand& o, c10::ScalarType dtype, int64_t r0, int64_t
   return t;
 }
 
-// The fresh results of a run that only the run itself references: the caller dropped them, so
-// the fused kernel need not write them to memory. Each gets a chunk-buffer slot.
-std::unordered_map<const c10::StorageImpl*, int> dead_intermediates(
-    const std::vector<Entry>& entries) {
-  // Each tensor holds one reference to its storage: count the queue's own tensors.
-  std::unordered_map<const c10::StorageImpl*, std::unordered_set<const c10::TensorImpl*>> held;
-  for (const auto& e : entries) {
-    for (const auto& v : e.args) {
-      if (v.isTensor()) {
-        held[v.toTensor().storage().unsafeGetStorageImpl()].insert(
-            v.toTensor().unsafeGetTensorImpl());
-      }
-    }
-  }
+bool dropped(const Queue& q, const c10::StorageImpl* storage) {
+  return c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(storage)) ==
+         q.held.at(storage);
+}
+
+// The fresh results of a run that the caller has dropped: the fused kernel need not write them
+// to memory. Each gets a chunk-buffer slot.
+std::unordered_map<const c10::StorageImpl*, int> dropped_results(const Queue& q) {
   std::unordered_map<const c10::StorageImpl*, int> slots;
-  for (const auto& e : entries) {
-    if (e.fusion->inplace) {
-      continue;
-    }
-    const auto& out = e.args.back().toTensor().storage();
-    if (out.use_count() == held[out.unsafeGetStorageImpl()].size()) {
-      slots.emplace(out.unsafeGetStorageImpl(), static_cast<int>(slots.size()));
+  for (const auto* storage : q.results) {
+    if (dropped(q, storage)) {
+      slots.emplace(storage, static_cast<int>(slots.size()));
     }
   }
   return slots;
 }
 
-// Frees the device memory of the fresh results of queued ops that the caller has dropped: the
-// fused kernel keeps them in a chunk buffer and never writes them, and eager would have freed
-// them already. Nothing but the queue holds them, so nothing can see the memory go.
-void release_dropped(const std::vector<Entry>& entries) {
-  for (const auto& [storage, slot] : dead_intermediates(entries)) {
-    auto* impl = const_cast<c10::StorageImpl*>(storage);
-    if (impl->data_ptr().get() != nullptr) {
-      impl->set_data_ptr_noswap(at::DataPtr(nullptr, impl->device()));
+// Frees the device memory of dropped results, which the fused kernel keeps in a chunk buffer,
+// as eager would have freed it by now. Nothing but the queue holds them, so nothing can see the
+// memory go.
+void release_dropped(const Queue& q) {
+  for (auto* storage : q.results) {
+    if (storage->data_ptr().get() != nullptr && dropped(q, storage)) {
+      storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
     }
   }
 }
@@ -333,10 +325,10 @@ const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operan
   return cache.emplace(key, Plan{std::move(name), rows}).first->second;
 }
 
-void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::ScalarType dtype,
-    c10::IntArrayRef sizes) {
+void run_fused(std::vector<Entry>& entries,
+    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::DeviceIndex device,
+    c10::ScalarType dtype, c10::IntArrayRef sizes) {
   const int64_t numel = c10::multiply_integers(sizes);
-  const auto slots = dead_intermediates(entries);
   bool flat = true;
   std::vector<Operand> operands;
   std::vector<size_t> first_operand;
@@ -423,12 +415,13 @@ void run_fused(std::vector<Entry>& entries, c10::DeviceIndex device, c10::Scalar
   }
 }
 
-void execute(std::vector<Entry>& entries, c10::DeviceIndex device, c10::ScalarType dtype,
-    c10::IntArrayRef sizes) {
+void execute(std::vector<Entry>& entries,
+    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::DeviceIndex device,
+    c10::ScalarType dtype, c10::IntArrayRef sizes) {
   // A lone op whose result was dropped and released (a run cut short) still runs, for its
   // errors, into a chunk buffer.
-  if (entries.size() > 1 || !dead_intermediates(entries).empty()) {
-    run_fused(entries, device, dtype, sizes);
+  if (entries.size() > 1 || !slots.empty()) {
+    run_fused(entries, slots, device, dtype, sizes);
     return;
   }
   auto& e = entries[0];
@@ -446,8 +439,11 @@ void run_locked(Queue& q, Boundary reason) {
     return;
   }
   auto entries = std::move(q.entries);
+  const auto slots = dropped_results(q);
   q.entries.clear();
   q.uses.clear();
+  q.held.clear();
+  q.results.clear();
   q.fresh_bytes = 0;
   count_queue_run(reason);
   if (entries.size() == 1) {
@@ -462,7 +458,7 @@ void run_locked(Queue& q, Boundary reason) {
   struct ClearQueued {
     ~ClearQueued() { g_queued.store(false, std::memory_order_relaxed); }
   } clear;
-  execute(entries, q.device, q.dtype, q.sizes);
+  execute(entries, slots, q.device, q.dtype, q.sizes);
 }
 
 void run_queue(Boundary reason) {
@@ -586,7 +582,7 @@ bool enqueue(
     e.args.push_back(e.args.front());
   } else {
     // Before this op's result is allocated, as eager has freed them by then.
-    release_dropped(q.entries);
+    release_dropped(q);
     c10::DeviceGuard guard(self.device());
     bool strided = false;
     for (size_t i = first; i < stack.size(); ++i) {
@@ -608,6 +604,16 @@ bool enqueue(
     q.sizes = shape;
   }
   q.uses.insert(q.uses.end(), uses.begin(), uses.end());
+  // An in-place op's out= argument is its self, the same tensor.
+  for (size_t k = 0; k < e.args.size() - (f.inplace ? 1 : 0); ++k) {
+    const auto& v = e.args[k];
+    if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
+      ++q.held[v.toTensor().storage().unsafeGetStorageImpl()];
+    }
+  }
+  if (!f.inplace) {
+    q.results.push_back(e.args.back().toTensor().storage().unsafeGetStorageImpl());
+  }
   q.entries.push_back(std::move(e));
   g_queued.store(true, std::memory_order_relaxed);
   count(Counter::QueuedOps);
