@@ -110,6 +110,9 @@ struct Queue {
   // is dropped when the queue's tensors are all that still hold its storage.
   std::unordered_map<const c10::StorageImpl*, size_t> held;
   std::vector<c10::StorageImpl*> results;
+  // The results whose device memory is still allocated: dropped ones give it back (a chain
+  // drops each result at the next op, so this stays short).
+  std::vector<c10::StorageImpl*> allocated;
   int64_t fresh_bytes = 0;
   c10::DeviceIndex device = -1;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
@@ -272,12 +275,15 @@ std::unordered_map<const c10::StorageImpl*, int> dropped_results(const Queue& q)
 // Frees the device memory of dropped results, which the fused kernel keeps in a chunk buffer,
 // as eager would have freed it by now. Nothing but the queue holds them, so nothing can see the
 // memory go.
-void release_dropped(const Queue& q) {
-  for (auto* storage : q.results) {
-    if (storage->data_ptr().get() != nullptr && dropped(q, storage)) {
-      storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+void release_dropped(Queue& q) {
+  auto kept = std::remove_if(q.allocated.begin(), q.allocated.end(), [&q](auto* storage) {
+    if (!dropped(q, storage)) {
+      return false;
     }
-  }
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+    return true;
+  });
+  q.allocated.erase(kept, q.allocated.end());
 }
 
 struct Plan {
@@ -444,6 +450,7 @@ void run_locked(Queue& q, Boundary reason) {
   q.uses.clear();
   q.held.clear();
   q.results.clear();
+  q.allocated.clear();
   q.fresh_bytes = 0;
   count_queue_run(reason);
   if (entries.size() == 1) {
@@ -613,6 +620,7 @@ bool enqueue(
   }
   if (!f.inplace) {
     q.results.push_back(e.args.back().toTensor().storage().unsafeGetStorageImpl());
+    q.allocated.push_back(q.results.back());
   }
   q.entries.push_back(std::move(e));
   g_queued.store(true, std::memory_order_relaxed);
