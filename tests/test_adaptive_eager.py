@@ -18,10 +18,11 @@ from pyrun import run_python
 from torch_neuronx import adaptive_eager, metrics, op_policy
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-# Ops on less than 64 KiB run unqueued. One chunk is 1 MiB of each operand (262144 float32
-# values): these sizes give a single partial chunk, exactly two chunks (of float32) and three
-# chunks with a ragged end.
-SIZES = ((256, 129), (512, 1024), (600, 1001))
+# Ops on less than 64 KiB run unqueued. One chunk is 1 MiB of each operand per host thread
+# (262144 float32 values): these sizes give a single partial chunk, exactly two chunks (of
+# float32) and three chunks with a ragged end.
+THREADS = torch.get_num_threads()
+SIZES = ((256, 129), (512 * THREADS, 1024), (600 * THREADS, 1001))
 # The smallest float32 tensor that is queued.
 QUEUED = 16384
 FUSABLE = list(zip(*op_policy.fusable_ops()))
@@ -383,7 +384,7 @@ def test_transposed_views_join_a_run_as_prologues():
         assert_same_bits(y, want)
         assert adaptive_eager.stats()["fused_kernels"] == 1
     # Several chunks of a transposed layout, with a dropped intermediate in a chunk buffer.
-    x = torch.randn(300, 2000)
+    x = torch.randn(300, 2000 * THREADS)
     want = x.t() * 2 + 1
     with queue(prologue=True):
         y = x.to("neuron").t() * 2 + 1

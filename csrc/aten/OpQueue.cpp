@@ -13,6 +13,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
@@ -27,9 +28,10 @@
 namespace neuron::queue {
 namespace {
 
-// Bytes of each operand one chunk covers: a run's operands stay in the cores' caches from one op
-// of the run to the next, and each op's chunk is large enough for ATen to split across the
-// host's threads (the chunks run one after another, so nothing nests parallel regions).
+// Bytes of each operand one chunk covers per host thread: a run's operands stay in the cores'
+// caches from one op of the run to the next, and ATen splits each op's chunk across the threads
+// (the chunks run one after another, so nothing nests parallel regions; each op on a chunk is
+// one parallel region, so a chunk grows with the threads rather than the regions multiplying).
 constexpr int64_t kChunkBytes = 1 << 20;
 // Ops on less than this run where they are issued: recording them costs more than fusing saves.
 constexpr int64_t kMinBytes = 64 << 10;
@@ -299,7 +301,9 @@ std::unordered_map<std::string, Plan>& plans() {
 
 const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operand>& operands,
     c10::ScalarType dtype, c10::IntArrayRef sizes, bool flat) {
-  std::string key = std::to_string(static_cast<int>(dtype)) + (flat ? "f" : "r");
+  const int threads = std::max(1, at::get_num_threads());
+  std::string key =
+      std::to_string(static_cast<int>(dtype)) + (flat ? "f" : "r") + std::to_string(threads) + ":";
   for (auto s : sizes) {
     key += "," + std::to_string(s);
   }
@@ -325,7 +329,7 @@ const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operan
   }
   const int64_t numel = c10::multiply_integers(sizes);
   const int64_t row = flat ? 1 : numel / std::max<int64_t>(sizes[0], 1);
-  int64_t elements = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t elements = kChunkBytes * threads / static_cast<int64_t>(c10::elementSize(dtype));
   int64_t rows = flat ? (elements + kChunkAlign - 1) / kChunkAlign * kChunkAlign
                       : std::max<int64_t>(1, elements / std::max<int64_t>(row, 1));
   return cache.emplace(key, Plan{std::move(name), rows}).first->second;
