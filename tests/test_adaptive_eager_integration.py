@@ -471,3 +471,26 @@ def test_peak_memory_same_as_unqueued():
 
     off, on, _ = off_and_on(run)
     assert on == off
+
+
+def test_a_dropped_result_is_freed_before_a_factory_allocates():
+    # torch.empty_like reads nothing queued, so it does not run the queue; the dropped y must
+    # still be freed before it allocates, as eager has freed it by then.
+    x, _ = inputs()
+    xn = x.to("neuron")
+
+    def run():
+        torch.neuron.synchronize()
+        torch.neuron.reset_peak_memory_stats()
+        base = torch.neuron.memory_allocated()
+        y = xn * 2
+        z = y + 1
+        del y
+        w = torch.empty_like(xn)
+        peak = torch.neuron.max_memory_allocated() - base
+        return peak, z.cpu(), w.shape
+
+    (off_peak, off_z, _), (on_peak, on_z, _), counters = off_and_on(run)
+    assert counters["fused_kernels"] == 1, counters
+    assert on_peak == off_peak
+    assert_bitwise(on_z, off_z)

@@ -267,7 +267,8 @@ bool dropped(const Queue& q, const c10::StorageImpl* storage) {
 std::unordered_map<const c10::StorageImpl*, int> dropped_results(const Queue& q) {
   std::unordered_map<const c10::StorageImpl*, int> slots;
   for (const auto* storage : q.results) {
-    if (dropped(q, storage)) {
+    // A released one stays in its buffer even if a weak reference has revived it since.
+    if (storage->data_ptr().get() == nullptr || dropped(q, storage)) {
       slots.emplace(storage, static_cast<int>(slots.size()));
     }
   }
@@ -472,6 +473,15 @@ void run_locked(Queue& q, Boundary reason) {
   execute(entries, slots, q.device, q.dtype, q.sizes);
 }
 
+// The allocator's call: a thread that finds the queue busy leaves the release to it.
+void release_queued_drops() {
+  auto& q = the_queue();
+  std::unique_lock<std::recursive_mutex> lock(q.mutex, std::try_to_lock);
+  if (lock.owns_lock()) {
+    release_dropped(q);
+  }
+}
+
 void run_queue(Boundary reason) {
   auto& q = the_queue();
   std::lock_guard<std::recursive_mutex> lock(q.mutex);
@@ -592,8 +602,6 @@ bool enqueue(
   if (f.inplace) {
     e.args.push_back(e.args.front());
   } else {
-    // Before this op's result is allocated, as eager has freed them by then.
-    release_dropped(q);
     c10::DeviceGuard guard(self.device());
     bool strided = false;
     for (size_t i = first; i < stack.size(); ++i) {
@@ -703,6 +711,7 @@ void set_fusable(const std::vector<std::string>& ops, const std::vector<std::str
   g_prologue = config::flag(config::kPrologue);
   g_enabled = config::flag(config::kConcatenation);
   set_queued_work_runner(&run_queue);
+  set_dropped_work_releaser(&release_queued_drops);
   auto& dispatcher = c10::Dispatcher::singleton();
   std::unordered_map<std::string, std::vector<c10::OperatorName>> overloads;
   for (auto& name : dispatcher.getAllOpNames()) {

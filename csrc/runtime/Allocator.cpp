@@ -162,6 +162,7 @@ class Pools {
   DeviceState& at(c10::DeviceIndex index) { return *devices_.at(check_device(index)); }
 
   c10::DataPtr allocate(size_t nbytes, c10::DeviceIndex index) {
+    before_allocation();
     auto& d = at(index);
     size_t size = round_size(nbytes);
     auto pool = pool_of(size);

@@ -6,6 +6,7 @@ std::atomic<bool> g_queued{false};
 
 namespace {
 void (*g_runner)(Boundary) = nullptr;
+void (*g_releaser)() = nullptr;
 } // namespace
 
 const char* boundary_name(Boundary b) {
@@ -23,6 +24,16 @@ void run_queued_work(Boundary b) {
 
 void set_queued_work_runner(void (*runner)(Boundary)) {
   g_runner = runner;
+}
+
+void release_dropped_work() {
+  if (g_releaser) {
+    g_releaser();
+  }
+}
+
+void set_dropped_work_releaser(void (*releaser)()) {
+  g_releaser = releaser;
 }
 
 } // namespace neuron

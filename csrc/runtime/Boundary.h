@@ -37,4 +37,16 @@ inline void reach(Boundary b) {
 // Installed once by the op layer.
 void set_queued_work_runner(void (*runner)(Boundary));
 
+// Gives back the device memory of queued results the program has dropped, which eager would
+// have freed by now, so that peaks are eager's; the allocator calls it before it allocates.
+// When nothing is queued this is one relaxed load.
+void release_dropped_work();
+inline void before_allocation() {
+  if (g_queued.load(std::memory_order_relaxed)) {
+    release_dropped_work();
+  }
+}
+// Installed once by the op layer.
+void set_dropped_work_releaser(void (*releaser)());
+
 } // namespace neuron
