@@ -86,11 +86,13 @@ def call_args(op, pool, draw, broadcasts=0):
     when the op writes it) are drawn from that many tensors that broadcast to the shape."""
     args = []
     tensors = [a for a in op._schema.arguments if isinstance(a.type, torch.TensorType)]
-    full = tensors[0] if op._schema.name.endswith("_") else tensors[draw(len(tensors))]
+    full = None
+    if broadcasts:
+        full = tensors[0] if op._schema.name.endswith("_") else tensors[draw(len(tensors))]
     for arg in op._schema.arguments:
         keyword = arg.name if arg.kwarg_only else None
         if isinstance(arg.type, torch.TensorType):
-            if broadcasts and arg is not full and draw(3) == 0:
+            if full is not None and arg is not full and draw(3) == 0:
                 args.append((keyword, "broadcast", draw(broadcasts)))
             else:
                 args.append((keyword, "tensor", draw(len(pool))))

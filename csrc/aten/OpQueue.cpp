@@ -108,11 +108,10 @@ struct Queue {
   Start start;
   std::unordered_map<Start, Alone, StartHash> alone;
   std::vector<Use> uses;
-  // The queue's own tensors by storage, and the storages of fresh results in order: a result
-  // is dropped when the queue's tensors are all that still hold its storage.
+  // The queue's own tensors by storage: a fresh result is dropped when the queue's tensors are
+  // all that still hold its storage.
   std::unordered_map<const c10::StorageImpl*, size_t> held;
-  std::vector<c10::StorageImpl*> results;
-  // The results whose device memory is still allocated: dropped ones give it back (a chain
+  // The fresh results whose device memory is still allocated: dropped ones give it back (a chain
   // drops each result at the next op, so this stays short).
   std::vector<c10::StorageImpl*> allocated;
   int64_t fresh_bytes = 0;
@@ -264,9 +263,14 @@ bool dropped(const Queue& q, const c10::StorageImpl* storage) {
 
 // The fresh results of a run that the caller has dropped: the fused kernel need not write them
 // to memory. Each gets a chunk-buffer slot.
-std::unordered_map<const c10::StorageImpl*, int> dropped_results(const Queue& q) {
+std::unordered_map<const c10::StorageImpl*, int> dropped_results(
+    const Queue& q, const std::vector<Entry>& entries) {
   std::unordered_map<const c10::StorageImpl*, int> slots;
-  for (const auto* storage : q.results) {
+  for (const auto& e : entries) {
+    if (e.fusion->inplace) {
+      continue;
+    }
+    auto* storage = e.args.back().toTensor().storage().unsafeGetStorageImpl();
     // A released one stays in its buffer even if a weak reference has revived it since.
     if (storage->data_ptr().get() == nullptr || dropped(q, storage)) {
       slots.emplace(storage, static_cast<int>(slots.size()));
@@ -347,10 +351,10 @@ void run_fused(std::vector<Entry>& entries,
     first_operand.push_back(operands.size());
     for (const auto& v : e.args) {
       Operand o;
-      const bool rows = v.isTensor() && v.toTensor().device().type() == kNeuron &&
-                        v.toTensor().dim() > 0 &&
-                        (v.toTensor().sizes() == sizes || chunked_by_rows(v.toTensor(), sizes));
-      if (rows) {
+      const bool by_rows = v.isTensor() && v.toTensor().device().type() == kNeuron &&
+                           v.toTensor().dim() > 0 &&
+                           (v.toTensor().sizes() == sizes || chunked_by_rows(v.toTensor(), sizes));
+      if (by_rows) {
         const auto& t = v.toTensor();
         o.chunked = true;
         auto slot = slots.find(t.storage().unsafeGetStorageImpl());
@@ -450,11 +454,10 @@ void run_locked(Queue& q, Boundary reason) {
     return;
   }
   auto entries = std::move(q.entries);
-  const auto slots = dropped_results(q);
+  const auto slots = dropped_results(q, entries);
   q.entries.clear();
   q.uses.clear();
   q.held.clear();
-  q.results.clear();
   q.allocated.clear();
   q.fresh_bytes = 0;
   count_queue_run(reason);
@@ -631,8 +634,7 @@ bool enqueue(
     }
   }
   if (!f.inplace) {
-    q.results.push_back(e.args.back().toTensor().storage().unsafeGetStorageImpl());
-    q.allocated.push_back(q.results.back());
+    q.allocated.push_back(e.args.back().toTensor().storage().unsafeGetStorageImpl());
   }
   q.entries.push_back(std::move(e));
   g_queued.store(true, std::memory_order_relaxed);
