@@ -18,6 +18,7 @@
 #include "runtime/Trace.h"
 
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -72,15 +73,23 @@ int64_t trace_api() {
 }
 
 // The 64-bit policy inside a compiled graph: the compiler inserts this after each op that
-// yields 64-bit values, as eager applies it after every neuron op.
-at::Tensor narrow_64bit(const at::Tensor& self, c10::string_view source) {
-  auto out = self.clone();
+// yields 64-bit values, as eager applies it after every neuron op. The result takes the strides
+// eager gives the op's result when the compiler knows them (static shapes): Inductor may lay out
+// the op's result otherwise on size-1 dimensions.
+at::Tensor narrow_64bit(
+    const at::Tensor& self, c10::string_view source, at::OptionalIntArrayRef stride) {
+  auto out =
+      stride ? at::empty_strided(self.sizes(), *stride, self.options()) : at::empty_like(self);
+  out.copy_(self);
   narrow_64bit_values(out, std::string(source));
   return out;
 }
 
-at::Tensor narrow_64bit_meta(const at::Tensor& self, c10::string_view) {
-  return at::empty_like(self);
+at::Tensor narrow_64bit_meta(
+    const at::Tensor& self, c10::string_view, at::OptionalIntArrayRef stride) {
+  return stride ? at::empty_strided_symint(
+                      self.sym_sizes(), c10::fromIntArrayRefSlow(*stride), self.options())
+                : at::empty_like(self);
 }
 
 std::string policy_64bit_name() {
@@ -296,7 +305,7 @@ TORCH_LIBRARY(neuron, m) {
   m.def("exit_core() -> ()", &exit_core);
   m.def("busy_ns(int device) -> int",
       [](int64_t device) { return busy_ns(static_cast<c10::DeviceIndex>(device)); });
-  m.def("narrow_64bit(Tensor self, str source) -> Tensor");
+  m.def("narrow_64bit(Tensor self, str source, int[]? stride=None) -> Tensor");
   m.def("policy_64bit() -> str", &policy_64bit_name);
   m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);
   m.def(

@@ -136,3 +136,16 @@ def test_64bit_results_without_values_keep_eager_strides():
     min_indices = torch.compile(lambda t: torch.min(t, 0).indices, backend="neuron", fullgraph=True)
     out = min_indices(x.to("neuron"))
     assert out.stride() == torch.min(x, 0).indices.stride() and out.shape == (3, 0)
+
+
+def test_narrowed_64bit_results_keep_eager_strides_on_size_one_dims():
+    # Inductor lays out the int64 result contiguously, (2, 2, 1, 1); eager keeps the input's
+    # strides, (2, 2, 1, 2), and so must the narrowing that follows it in the graph.
+    x = torch.zeros(1, 1, 1, 2).permute(0, 1, 3, 2)
+    ones = torch.compile(
+        lambda t: torch.ones_like(t, dtype=torch.int64), backend="neuron", fullgraph=True
+    )
+    out = ones(x.to("neuron"))
+    expected = torch.ones_like(x, dtype=torch.int64)
+    assert out.stride() == expected.stride() == (2, 2, 1, 2)
+    assert torch.equal(out.cpu(), expected)

@@ -167,11 +167,16 @@ def _apply_64bit_policy(gm):
         with gm.graph.inserting_after(node):
             narrowed = gm.graph.call_function(
                 torch.ops.neuron.narrow_64bit.default,
-                (node, f"{_op_name(node)} in a compiled graph"),
+                (node, f"{_op_name(node)} in a compiled graph", _static(value.stride())),
             )
         narrowed.meta["val"] = value
         node.replace_all_uses_with(narrowed, delete_user_cb=lambda user: user is not narrowed)
     gm.recompile()
+
+
+def _static(sizes):
+    """``sizes`` as ints, or None if any is symbolic."""
+    return list(sizes) if all(isinstance(s, int) for s in sizes) else None
 
 
 def _is_view(target):
