@@ -560,6 +560,8 @@ class Chain:
             if not _int32_error(dev_error):
                 self.fail(f"{NARROW_RULE}; neuron {_outcome(dev_error)}")
             return False
+        if cpu_error is None and _refused_channels_last(op, self.cpu[name], dev_error):
+            return False
         # Indexing assignment first makes a Python scalar a device tensor of x's dtype, which
         # the device checks even when no element is written, or the indices are wrong.
         if (
@@ -979,6 +981,20 @@ def _narrowed(op, out):
         and out.dtype == torch.int64
         and out.numel()
         and (_beyond_int32(out.min().item()) or _beyond_int32(out.max().item()))
+    )
+
+
+def _refused_channels_last(op, out, error):
+    """Whether ``error`` is the device's documented refusal of channels_last (docs/limitations.md)
+    by an op that asked for it: constant ``F.pad`` allocates its result in its input's suggested
+    memory format, channels_last where the CPU's result ``out`` shows it."""
+    layout = {4: torch.channels_last, 5: torch.channels_last_3d}.get(out.dim())
+    return (
+        "functional.pad" in op.template
+        and isinstance(error, RuntimeError)
+        and "only support contiguous or preserve memory format" in str(error)
+        and layout is not None
+        and out.is_contiguous(memory_format=layout)
     )
 
 
