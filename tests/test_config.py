@@ -104,3 +104,11 @@ def test_platforms_the_device_cannot_emulate_fail_at_first_use_only(value, messa
     result = run_python(code, env={"NEURON_PLATFORM_TARGET_OVERRIDE": value})
     assert result.stdout.split() == ["2.0"]
     assert result.returncode != 0 and message in result.stderr
+
+
+def test_nki_reads_the_platform_variable_with_the_tables_default():
+    from nki._src import platforms as nki_platforms
+
+    variable = config.VARIABLES[nki_platforms.VARIABLE]
+    assert variable.reader == "nki"
+    assert variable.default == nki_platforms.DEFAULT

@@ -40,6 +40,7 @@ from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
 from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
 from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
 from torch_neuronx.profiler import NeuronConfig, NeuronProfiler, ProfileMode
+from torch_neuronx.rng import get_rng_source, rng_source, set_rng_source
 from torch_neuronx.roofline import estimate
 
 metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
@@ -73,6 +74,7 @@ __all__ = [
     "get_dynamo_metrics",
     "get_executed_ops",
     "get_fallback_ops",
+    "get_rng_source",
     "metrics",
     "neuron",
     "nki",
@@ -80,4 +82,6 @@ __all__ = [
     "profiler",
     "wrap_nki",
     "reset_dynamo_metrics",
+    "rng_source",
+    "set_rng_source",
 ]

@@ -20,7 +20,8 @@ class Variable:
     doc: str  # one line, Markdown
     shown: str = ""  # the README's default column where the default is not a value
     choices: tuple = ()
-    # python, c++, torch (read by PyTorch), or none (TorchNeuron's, with no effect here)
+    # python, c++, nki (nki/_src/platforms.py, below torch_neuronx), torch (read by PyTorch),
+    # or none (TorchNeuron's, with no effect here)
     reader: str = "python"
 
 
@@ -34,6 +35,7 @@ VARIABLES = {
             "Emulated platform: `trn2` (96 GiB HBM per chip) or `trn3` (144 GiB); NKI kernels "
             "also take `trn1`.",
             choices=("trn1", "trn2", "trn3", "gen2", "gen3", "gen4"),
+            reader="nki",
         ),
         Variable(
             "NEURON_LOGICAL_NC_CONFIG",
@@ -86,6 +88,16 @@ VARIABLES = {
             "`narrow`: 64-bit values held at 32-bit precision / int32 range; `native`: full "
             "64-bit; `error`: refuse 64-bit floats.",
             choices=("narrow", "native", "error"),
+            reader="c++",
+        ),
+        Variable(
+            "TORCH_NEURONX_RNG",
+            "choice",
+            "device",
+            "Where random ops on neuron tensors draw from: `device`, each core's own generator; "
+            "`cpu`, the CPU's default generator, so a neuron run draws the numbers a CPU run "
+            "draws (`torchneuron parity` sets it; see docs/cli.md).",
+            choices=("device", "cpu"),
             reader="c++",
         ),
         Variable(

@@ -8,13 +8,15 @@ op that launched it. "Device time" is the host time the runtime spends executing
 device memory. See docs/profiling.md.
 """
 
-import contextlib
-import ctypes
 import enum
 import os
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+
+# The runtime's trace channel is read where NKI launches kernels; these names are its public
+# face here (docs/profiling.md).
+from nki._src.device_trace import collecting, device_activity
 
 
 class ProfileMode(enum.Enum):
@@ -106,52 +108,6 @@ class NeuronProfiler:
 
     def __exit__(self, *exc):
         self.stop()
-
-
-class _Api(ctypes.Structure):
-    # Mirrors neuron::trace::Api in csrc/runtime/Trace.h.
-    _fields_ = [
-        ("collecting", ctypes.c_void_p),
-        (
-            "begin",
-            ctypes.CFUNCTYPE(
-                ctypes.c_uint64,
-                ctypes.c_char_p,
-                ctypes.c_int32,
-                ctypes.c_int32,
-                ctypes.c_int64,
-                ctypes.c_char_p,
-                ctypes.c_int64,
-            ),
-        ),
-        ("end", ctypes.CFUNCTYPE(None, ctypes.c_uint64)),
-    ]
-
-
-_API = _Api.from_address(torch.ops.neuron.trace_api())
-# The runtime's flag itself: reading it is the whole cost of a hook when nobody profiles.
-_COLLECTING = ctypes.c_int32.from_address(_API.collecting)
-_KERNEL = 0
-
-
-def collecting() -> bool:
-    """Whether a profiler is recording neuron device activity now."""
-    return _COLLECTING.value != 0
-
-
-@contextlib.contextmanager
-def device_activity(name: str, device, category: str = "kernel", nbytes: int = 0):
-    """Records the enclosed work as kernel ``nc::<name>`` of core ``device``, launched by a CPU
-    range ``name`` (for work that runs on a core outside ATen's dispatcher: NKI kernels)."""
-    if not (_COLLECTING.value and device is not None):
-        yield
-        return
-    with torch.profiler.record_function(name):
-        token = _API.begin(f"nc::{name}".encode(), _KERNEL, device, -1, category.encode(), nbytes)
-        try:
-            yield
-        finally:
-            _API.end(token)
 
 
 __all__ = ["NeuronConfig", "NeuronProfiler", "ProfileMode", "collecting", "device_activity"]

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
 namespace neuron {
@@ -70,6 +71,11 @@ struct OpInfo {
   // Draws random numbers from the default CPU generator, having no generator argument.
   bool implicit_rng;
   bool fp8_data_op;
+  // aten::random_ and its functional twin draw integers in [from, to): the positions of those
+  // arguments (-1 when the overload has none), for the int64 fold (fold_random_int64).
+  bool random_range;
+  int from_arg;
+  int to_arg;
   // Defined by another library with a CPU kernel and no neuron kernel: the CPU-fallback tier.
   bool library_op;
   OpCounts* counts;
@@ -108,11 +114,16 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   }
   bool implicit_rng = !has_generator && op.hasTag(at::Tag::nondeterministic_seeded);
   bool fp8_data_op = fp8_data_ops().count(c10::toString(schema.operator_name())) > 0;
+  bool random_range = schema.name() == "aten::random_" || schema.name() == "aten::random";
+  auto position = [&](const char* name) {
+    auto index = schema.argumentIndexWithName(name);
+    return random_range && index ? static_cast<int>(*index) : -1;
+  };
   return cache
-      .insert_or_assign(
-          &schema, OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns),
-                       has_generator, implicit_rng, fp8_data_op, is_library_op(op),
-                       op_counts(c10::toString(schema.operator_name()))})
+      .insert_or_assign(&schema,
+          OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns), has_generator,
+              implicit_rng, fp8_data_op, random_range, position("from"), position("to"),
+              is_library_op(op), op_counts(c10::toString(schema.operator_name()))})
       .first->second;
 }
 
@@ -180,12 +191,27 @@ class HostCall {
       device_ = current_device();
     }
     finish_copies(copies_in, 0);
+    // Where this op's random numbers come from, for `torchneuron check` and `parity`.
+    const char* random_source = nullptr;
+    if (info.has_generator || info.implicit_rng) {
+      random_source = rng_source() == RngSource::Cpu ? "cpu" : "device";
+    }
     if (info.has_generator) {
       for (size_t i = 0; i < args.size(); ++i) {
         if (info.args[i].generator) {
+          if (stack_[first + i].isGenerator() && stack_[first + i].toGenerator().defined()) {
+            random_source = "generator";
+          }
           swap_generator(stack_[first + i]);
         }
       }
+    }
+    const bool fold = info.random_range && policy_64bit() == Policy64::Narrow;
+    const int64_t random_low =
+        fold && info.from_arg >= 0 ? stack_[first + info.from_arg].toInt() : 0;
+    int64_t random_high = std::numeric_limits<int64_t>::max();
+    if (fold && info.to_arg >= 0 && !stack_[first + info.to_arg].isNone()) {
+      random_high = stack_[first + info.to_arg].toInt();
     }
     {
       // The fallback tier copies results back, so only native ops write into the pool.
@@ -193,6 +219,16 @@ class HostCall {
       trace::Span kernel(trace::Kind::Kernel, device_, copy_ ? "cpu_fallback" : "eager",
           [&] { return (copy_ ? "nc::cpu_fallback " : "nc::") + info.counts->name; });
       call();
+    }
+    if (fold || (random_source && observing())) {
+      const bool returns_tensor = !schema_.returns().empty() && stack_.back().isTensor();
+      const at::Tensor* drawn = returns_tensor ? &stack_.back().toTensor() : nullptr;
+      if (fold && drawn) {
+        fold_random_int64(*drawn, random_low, random_high, info.counts->name);
+      }
+      if (random_source && observing()) {
+        observe("random", info.counts->name, random_source, {drawn ? drawn->numel() : 0});
+      }
     }
     trace::Span copies_out;
     if (copy_ && trace::collecting()) {

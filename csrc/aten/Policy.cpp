@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 
@@ -94,6 +95,38 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
   count(Counter::Narrowed64Bit, host.numel());
   if (observing()) {
     observe("float64", source, "", {host.numel()});
+  }
+}
+
+void fold_random_int64(
+    const at::Tensor& host, int64_t low, int64_t high, const std::string& source) {
+  constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const int64_t lo = std::max(low, kMin);
+  const int64_t hi = std::min(high, kMax + 1);
+  if (host.scalar_type() != c10::kLong || policy_64bit() != Policy64::Narrow || lo >= hi ||
+      host.numel() == 0) {
+    return;
+  }
+  auto values = host.contiguous();
+  auto* data = values.data_ptr<int64_t>();
+  const __int128 width = hi - lo;
+  int64_t folded = 0;
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    if (data[i] < lo || data[i] >= hi) {
+      __int128 offset = (static_cast<__int128>(data[i]) - lo) % width;
+      data[i] = lo + static_cast<int64_t>(offset < 0 ? offset + width : offset);
+      ++folded;
+    }
+  }
+  if (folded == 0) {
+    return;
+  }
+  if (!values.is_same(host)) {
+    host.copy_(values);
+  }
+  if (observing()) {
+    observe("int64_random", source, "", {folded, low, high});
   }
 }
 

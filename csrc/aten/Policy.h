@@ -24,6 +24,13 @@ void enforce_64bit(const at::Tensor& t, const std::string& source);
 // The same for a host tensor holding values the device just produced: int64 values are checked
 // against the int32 range, float64 and complex128 values rounded to 32-bit precision in place.
 void narrow_64bit_values(const at::Tensor& host, const std::string& source);
+// Random integers drawn into an int64 neuron tensor under `narrow` come from the part of
+// [low, high) that int32 holds: a host kernel drew `host` as on the CPU (the same numbers from
+// the generator, so the stream stays in step with a CPU run), and each value outside that part
+// is folded into it, modulo its width. A range with no int32 part is left for the narrowing
+// check to refuse.
+void fold_random_int64(
+    const at::Tensor& host, int64_t low, int64_t high, const std::string& source);
 // Refuses 64-bit floating tensors on the device under TORCH_NEURONX_64BIT=error.
 void check_64bit_dtype(c10::ScalarType dtype, const std::string& source);
 
@@ -50,7 +57,9 @@ void log(const std::string& level, const std::string& message);
 // detail, values), which can name the user's source line. Kinds and their values:
 //   fallback: bytes copied, host nanoseconds (detail "compiled": a compiled graph's call);
 //   int64: values, min, max; float64: values rounded to 32-bit precision;
-//   excluded: none (detail: the feature); no_kernel: none.
+//   excluded: none (detail: the feature); no_kernel: none;
+//   random: elements drawn (detail: the source, "device", "cpu" or "generator");
+//   int64_random: values folded into int32, the range's low and high (exclusive).
 // Calls on per-op paths check observing() first, so no event is built while nobody listens.
 bool observing();
 void set_observing(bool on);

@@ -112,6 +112,15 @@ void record_compiled_fallback(std::vector<std::string> ops) {
   }
 }
 
+// Reports a call of a compiled graph that draws random numbers (its seeds come from the core's
+// default generator, or the CPU's under TORCH_NEURONX_RNG=cpu), for check and parity.
+void record_compiled_random(c10::string_view graph) {
+  if (observing()) {
+    observe("random", "compiled graph " + std::string(graph),
+        rng_source() == RngSource::Cpu ? "cpu" : "device", {0});
+  }
+}
+
 std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
     std::vector<std::string> mask_ops, std::vector<std::string> device_selecting_ops,
     std::vector<std::string> host_composite_ops, std::vector<std::string> fp8_ops,
@@ -262,6 +271,17 @@ void set_rng_state(int64_t device, const at::Tensor& state) {
   gen.set_state(state);
 }
 
+std::string rng_source_name() {
+  return rng_source() == RngSource::Cpu ? "cpu" : "device";
+}
+
+void set_rng_source_name(c10::string_view name) {
+  TORCH_CHECK(name == "cpu" || name == "device", "'", name,
+      "' is not a random source; use 'device' (each core's own generator, as on Trainium) or "
+      "'cpu' (the CPU's default generator)");
+  set_rng_source(name == "cpu" ? RngSource::Cpu : RngSource::Device);
+}
+
 std::tuple<bool, bool, int64_t> adaptive_eager() {
   return {queue::enabled(), queue::prologue(), queue::limit()};
 }
@@ -308,6 +328,7 @@ TORCH_LIBRARY(neuron, m) {
   m.def("narrow_64bit(Tensor self, str source, int[]? stride=None) -> Tensor");
   m.def("policy_64bit() -> str", &policy_64bit_name);
   m.def("record_compiled_fallback(str[] ops) -> ()", &record_compiled_fallback);
+  m.def("record_compiled_random(str graph) -> ()", &record_compiled_random);
   m.def(
       "route(str[] cpu_fallback_ops, str[] mask_ops, str[] device_selecting_ops, "
       "str[] host_composite_ops, str[] fp8_ops, str[] native_namespaces) -> int[]",
@@ -326,6 +347,8 @@ TORCH_LIBRARY(neuron, m) {
   m.def("initial_seed(int device) -> int", &initial_seed);
   m.def("get_rng_state(int device) -> Tensor", &get_rng_state);
   m.def("set_rng_state(int device, Tensor state) -> ()", &set_rng_state);
+  m.def("rng_source() -> str", &rng_source_name);
+  m.def("set_rng_source(str source) -> ()", &set_rng_source_name);
   m.def("set_fusable(str[] ops, str[] dtypes) -> ()", &queue::set_fusable);
   m.def("adaptive_eager() -> (bool enabled, bool prologue, int limit)", &adaptive_eager);
   m.def("set_adaptive_eager(bool enabled, bool prologue, int limit) -> ()", &set_adaptive_eager);

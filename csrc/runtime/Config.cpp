@@ -11,7 +11,7 @@ namespace neuron::config {
 std::vector<std::pair<std::string, std::string>> variables() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& v : {kLogicalCoreConfig, kVisibleCores, kNumCores, kFallbackEnabled,
-           kPolicy64Bit, kConcatenation, kPrologue, kQueueLimit}) {
+           kPolicy64Bit, kConcatenation, kPrologue, kQueueLimit, kRngSource}) {
     out.emplace_back(v.name, v.fallback);
   }
   return out;

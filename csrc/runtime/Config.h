@@ -22,6 +22,7 @@ constexpr Variable kPolicy64Bit{"TORCH_NEURONX_64BIT", "narrow"};
 constexpr Variable kConcatenation{"TORCH_NEURONX_ENABLE_CONCATENATION", "0"};
 constexpr Variable kPrologue{"TORCH_NEURONX_ENABLE_PROLOGUE", "1"};
 constexpr Variable kQueueLimit{"TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", "64"};
+constexpr Variable kRngSource{"TORCH_NEURONX_RNG", "device"};
 
 // Every variable above as (name, default).
 std::vector<std::pair<std::string, std::string>> variables();

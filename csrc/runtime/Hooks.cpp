@@ -47,7 +47,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   }
 
   at::Generator getNewGenerator(c10::DeviceIndex device) const override {
-    return at::make_generator<NeuronGenerator>(check_device(device));
+    return at::make_generator<NeuronGenerator>(check_device(device), /*is_default=*/false);
   }
 
   c10::Allocator* getPinnedMemoryAllocator() const override { return host_allocator(); }

@@ -1,9 +1,9 @@
 """Per-target hardware parameters of NKI kernels: capacities for validation, rates for the
-cost model. Platform names and aliases follow torch_neuronx/platforms.py."""
+cost model. Platform names and aliases follow platforms.py."""
 
 from dataclasses import dataclass
 
-from torch_neuronx.platforms import PLATFORMS, resolve
+from .platforms import PLATFORMS, resolve
 
 KiB = 1024
 
@@ -11,9 +11,9 @@ KiB = 1024
 @dataclass(frozen=True)
 class Target:
     """One NeuronCore generation: capacities for validation, rates for the cost model. The
-    documented clocks and bandwidths are the platform's (torch_neuronx/platforms.py)."""
+    documented clocks and bandwidths are the platform's (platforms.py)."""
 
-    name: str  # a platform of torch_neuronx/platforms.py
+    name: str  # a platform of platforms.py
     sbuf_partition_bytes: int  # physical SBUF bytes per partition
     psum_partition_bytes: int = 16 * KiB
     psum_banks: int = 8
@@ -86,7 +86,7 @@ TARGETS = {
 
 
 def get(name=None):
-    """A target by platform name or alias (torch_neuronx/platforms.py's rule); None reads
+    """A target by platform name or alias (platforms.py's rule); None reads
     NEURON_PLATFORM_TARGET_OVERRIDE (default trn2)."""
     if isinstance(name, Target):
         return name

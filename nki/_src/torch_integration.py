@@ -18,8 +18,7 @@ import itertools
 import torch
 from torch.utils import _pytree as pytree
 
-from torch_neuronx import profiler
-
+from . import device_trace
 from .jit import Kernel, Launch
 
 
@@ -53,7 +52,7 @@ def _profiled(name, fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if not profiler.collecting():
+        if not device_trace.collecting():
             return fn(*args, **kwargs)
         device = next(
             (
@@ -63,7 +62,7 @@ def _profiled(name, fn):
             ),
             None,
         )
-        with profiler.device_activity(name, device, "nki"):
+        with device_trace.device_activity(name, device, "nki"):
             return fn(*args, **kwargs)
 
     return run

@@ -165,6 +165,23 @@ def test_compile_graph_break_and_recompile_for_a_new_shape():
     assert "size mismatch at index 0. expected 4, actual 8" in recompile["reasons"][0]
 
 
+def test_random_ops_on_the_device_are_told_and_int64_draws_folded():
+    out, report = check("random")
+    assert_schema(report)
+    assert out.returncode == 0 and report["verdict"] == "ready with warnings"
+    drawn = only(report, "random")
+    assert drawn["severity"] == "info" and "TORCH_NEURONX_RNG=cpu" in drawn["advice"]
+    ops = [s["op"] for s in drawn["sites"]]
+    assert ops == ["aten::native_dropout", "aten::random_.from"]
+    assert drawn["sites"][0]["site"]["line"] == line_of(
+        "torch.nn.functional.dropout(torch.ones(64, device=device), 0.5)"
+    )
+    folded = only(report, "int64_random")
+    assert folded["severity"] == "warning" and "[0, 4294967295)" in folded["title"]
+    assert 0 < folded["sites"][0]["values"] < 64
+    assert [a["kind"] for a in report["actions"]] == ["int64_random"]
+
+
 def test_clean_script_is_ready():
     out, report = check("int64")
     assert_schema(report)

@@ -17,7 +17,13 @@ def parity(*args, **kwargs):
 def assert_schema(report):
     """The JSON document has the documented shape (docs/cli.md)."""
     assert report["schema"] == "torchneuron.parity/1"
-    assert report["verdict"] in ("bit-identical", "within tolerance", "diverged", "not compared")
+    assert report["verdict"] in (
+        "bit-identical",
+        "within tolerance",
+        "statistically equivalent",
+        "diverged",
+        "not compared",
+    )
     assert report["source"] in ("backward", "metric")
     for key in ("steps", "neuron_steps", "cpu_steps"):
         assert isinstance(report[key], int)
@@ -67,13 +73,83 @@ def test_float64_training_is_within_tolerance():
     assert 0 < report["max_rel_diff"] <= report["rtol"]
 
 
-def test_dropout_draws_from_another_generator_and_diverges():
-    # Model initialisation draws from the CPU generator only, so the device's generator is at
-    # another point of its stream when dropout draws its first mask.
-    out, report = parity(ACCEL, "--accel", "--steps", "3", "--dropout", "0.5")
+CHAR_GPT = script("char_gpt.py")
+DEVICES = ("--cpu-args=--device=cpu", "--neuron-args=--device=neuron")
+
+
+def _dropout_sites(report):
+    return [o for o in report["rng"]["ops"] if o["op"] == "aten::native_dropout"]
+
+
+def test_dropout_draws_the_cpu_runs_numbers_and_is_bit_identical():
+    # nanoGPT's shape: batches drawn with torch.randint on the CPU, dropout 0.2 on the device.
+    out, report = parity(*DEVICES, CHAR_GPT, "--iters", "6")
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["verdict"] == "bit-identical" and report["steps"] == 6
+    assert report["rng"]["source"] == "cpu" and report["rng"]["first_device_op"] is None
+    sites = _dropout_sites(report)
+    assert sites and all(o["source"] == "cpu" for o in sites)
+    assert all(o["site"]["file"] == CHAR_GPT for o in sites)
+
+
+@pytest.mark.slow
+def test_compiled_dropout_is_bit_identical():
+    # One host thread: with two, Inductor's embedding backward adds in an order that differs
+    # from run to run even between two CPU runs.
+    out, report = parity(
+        *DEVICES, CHAR_GPT, "--iters", "4", "--compile", env={"OMP_NUM_THREADS": "1"}, timeout=900
+    )
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["verdict"] == "bit-identical" and report["steps"] == 4
+    graphs = [o for o in report["rng"]["ops"] if o["op"].startswith("compiled graph")]
+    assert graphs and all(o["source"] == "cpu" for o in graphs)
+
+
+def test_device_rng_is_explained_and_judged_by_statistics(tmp_path):
+    markdown = tmp_path / "parity.md"
+    out, report = parity("--device-rng", "--report", str(markdown), *DEVICES, CHAR_GPT)
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["verdict"] == "statistically equivalent"
+    assert report["first_difference"] == 0
+    first = report["rng"]["first_device_op"]
+    assert first["op"] == "aten::native_dropout" and first["source"] == "device"
+    assert first["site"]["file"] == CHAR_GPT and "self.drop(" in first["site"]["code"]
+    assert "drew from the device's generators" in report["reason"]
+    assert f"char_gpt.py:{first['site']['line']}" in report["reason"]
+    assert report["statistics"]["equivalent"] and len(report["statistics"]["windows"]) == 5
+    assert "**Verdict: statistically equivalent**" in markdown.read_text()
+
+
+def test_device_rng_statistics_still_catch_a_real_difference():
+    # The neuron run does not learn (lr 0): chance does not explain that.
+    out, report = parity(
+        "--device-rng", "--cpu-args=--device=cpu", "--neuron-args=--device=neuron --lr=0", CHAR_GPT
+    )
+    assert_schema(report)
+    assert out.returncode == 1
+    assert report["verdict"] == "diverged" and not report["statistics"]["equivalent"]
+    assert "chance does not explain the difference" in report["reason"]
+
+
+def test_device_rng_with_too_few_steps_still_names_the_cause():
+    out, report = parity("--device-rng", ACCEL, "--accel", "--steps", "3", "--dropout", "0.5")
     assert_schema(report)
     assert report["verdict"] == "diverged" and report["first_divergence"] == 0
+    assert "too few steps" in report["reason"] and "accel_train.py" in report["reason"]
     assert out.returncode == 1
+
+
+def test_cpu_run_has_no_accelerator():
+    # `current_accelerator() or cpu`: a CUDA build of torch names cuda even with no GPU.
+    out, report = parity(CHAR_GPT, "--device", "auto", "--iters", "3")
+    assert_schema(report)
+    assert out.returncode == 0, out.stderr
+    assert report["verdict"] == "bit-identical"
+    assert report["runs"]["cpu"]["loss_devices"] == ["cpu"]
+    assert report["runs"]["neuron"]["loss_devices"] == ["neuron"]
 
 
 def test_script_that_never_uses_the_device_is_not_compared():

@@ -108,3 +108,29 @@ def test_trainer_matches_cpu(tmp_path, options, tolerance):
     assert len(losses) == 4
     torch.testing.assert_close(losses, cpu_losses, rtol=tolerance, atol=tolerance)
     assert_same_weights(weights, cpu_weights, rtol=tolerance, atol=tolerance)
+
+
+def test_continuous_batching_generate_batch_matches_cpu_under_the_default_policy():
+    """generate_batch (the engine of `transformers serve --continuous_batching`) draws its seed
+    with torch.randint(0, 2**32 - 1, int64) on the model's device: under the default 64-bit
+    policy the draw is folded into int32 instead of refused (docs/limitations.md)."""
+    from hf_tiny import sentences, tokenizer
+
+    tok = tokenizer()
+    prompts = [tok(s)["input_ids"] for s in sentences(3)]
+    greedy = transformers.GenerationConfig(
+        max_new_tokens=6, do_sample=False, eos_token_id=-1, pad_token_id=tok.pad_token_id
+    )
+    # An explicit cache size: by default transformers sizes it from host RAM, which on the
+    # emulated device would be filled (device memory is host memory).
+    cache = transformers.ContinuousBatchingConfig(num_blocks=16, max_batch_tokens=64)
+
+    def generate(model):
+        out = model.eval().generate_batch(
+            prompts, generation_config=greedy, continuous_batching_config=cache
+        )
+        return {k: v.generated_tokens for k, v in out.items()}
+
+    cpu = generate(causal_lm("llama"))
+    assert generate(causal_lm("llama").to("neuron")) == cpu
+    assert len(cpu) == 3 and all(len(tokens) == 6 for tokens in cpu.values())

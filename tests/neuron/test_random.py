@@ -1,5 +1,8 @@
 import pytest
 import torch
+from pyrun import run_python
+
+import torch_neuronx
 
 
 def test_same_seed_same_sequence_and_cpu_parity():
@@ -120,3 +123,106 @@ def test_default_generators_on_torch_2_13_say_why():
 
 def _cpu(seed):
     return torch.Generator().manual_seed(seed)
+
+
+# The random source (torch_neuronx/rng.py): "cpu" makes the cores' default generators the CPU's.
+
+
+def _program(device):
+    """A training-like sequence of draws: CPU data, then device dropout and noise."""
+    torch.manual_seed(5)
+    batch = torch.randint(0, 100, (4,))
+    x = torch.ones(64, device=device)
+    mask = torch.nn.functional.dropout(x, 0.5)
+    noise = torch.randn(8, device=device)
+    after = torch.rand(3)
+    return [t.cpu() for t in (batch, mask, noise, after)]
+
+
+def test_cpu_source_draws_the_cpu_programs_numbers_in_order():
+    cpu = _program("cpu")
+    with torch_neuronx.rng_source("cpu"):
+        shared = _program("neuron")
+    own = _program("neuron")
+    assert all(torch.equal(a, b) for a, b in zip(cpu, shared))
+    # The device's own stream draws other masks, and leaves the CPU stream alone.
+    assert not torch.equal(own[1], cpu[1])
+    torch.manual_seed(5)
+    torch.randint(0, 100, (4,))
+    assert torch.equal(own[0], cpu[0]) and torch.equal(own[3], torch.rand(3))
+    assert torch_neuronx.get_rng_source() == "device"
+
+
+def test_cpu_source_state_calls_act_on_the_one_stream():
+    with torch_neuronx.rng_source("cpu"):
+        torch.manual_seed(9)
+        expected = torch.rand(4)
+        torch.neuron.manual_seed(9)
+        assert torch.equal(torch.rand(4, device="neuron").cpu(), expected)
+        state = torch.neuron.get_rng_state()
+        assert torch.equal(state, torch.get_rng_state())
+        a = torch.rand(4, device="neuron")
+        torch.set_rng_state(state)
+        assert torch.equal(torch.rand(4, device="neuron"), a)
+
+
+def test_cpu_source_keeps_fork_rng_and_checkpoint_replay_coherent():
+    def block(x):
+        return torch.nn.functional.dropout(x, 0.5) * 3
+
+    with torch_neuronx.rng_source("cpu"):
+        x = torch.randn(256, device="neuron", requires_grad=True)
+        with torch.random.fork_rng(devices=[0], device_type="neuron"):
+            inside = torch.rand(4, device="neuron")
+        assert torch.equal(torch.rand(4, device="neuron"), inside)
+        torch.manual_seed(1)
+        out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+        out.sum().backward()
+    # The recomputed mask equals the forward's: the gradient is 3 / (1 - 0.5) exactly where out
+    # kept x.
+    kept = out.detach() != 0
+    assert torch.equal(x.grad[kept].cpu(), torch.full((int(kept.sum()),), 6.0))
+    assert torch.equal(x.grad[~kept].cpu(), torch.zeros(int((~kept).sum())))
+
+
+def test_user_generators_keep_their_own_stream_under_the_cpu_source():
+    with torch_neuronx.rng_source("cpu"):
+        g = torch.Generator(device="neuron").manual_seed(4)
+        torch.manual_seed(0)
+        a = torch.rand(5, device="neuron", generator=g)
+        b = torch.rand(5, generator=torch.Generator().manual_seed(4))
+        assert torch.equal(a.cpu(), b)
+        # g's draws took nothing from the CPU stream: the default draws start where seed 0 does.
+        drawn = torch.rand(2, device="neuron").cpu()
+        torch.manual_seed(0)
+        assert torch.equal(drawn, torch.rand(2))
+
+
+def test_unknown_random_source_is_refused_with_the_choices():
+    with pytest.raises(RuntimeError, match="'gpu' is not a random source; use 'device'"):
+        torch_neuronx.set_rng_source("gpu")
+    result = run_python(
+        "import torch; torch.ones(1, device='neuron').bernoulli_()",
+        env={"TORCH_NEURONX_RNG": "host"},
+    )
+    assert (
+        result.returncode != 0
+        and "TORCH_NEURONX_RNG='host' is not a random source" in result.stderr
+    )
+
+
+def test_int64_random_draws_fit_in_int32_and_keep_the_stream_in_step():
+    """transformers' continuous batching draws a seed with torch.randint(0, 2**32 - 1, int64)."""
+    torch.manual_seed(3)
+    cpu = torch.randint(0, 2**32 - 1, (64,), dtype=torch.int64)
+    cpu_next = torch.rand(3)
+    with torch_neuronx.rng_source("cpu"):
+        torch.manual_seed(3)
+        drawn = torch.randint(0, 2**32 - 1, (64,), dtype=torch.int64, device="neuron").cpu()
+        after = torch.rand(3)
+    assert drawn.min() >= 0 and drawn.max() < 2**31
+    # The CPU's draws, folded into [0, 2**31): the same numbers left the generator.
+    assert torch.equal(drawn, cpu % 2**31) and torch.equal(after, cpu_next)
+    low = torch.empty(1000, dtype=torch.int64, device="neuron").random_(-(2**40), 2**40).cpu()
+    assert low.min() >= -(2**31) and low.max() < 2**31
+    assert torch.empty(8, dtype=torch.int64, device="neuron").random_().cpu().max() < 2**31

@@ -26,11 +26,18 @@ from torch.fx.node import map_aggregate
 from torch.utils._python_dispatch import _disable_current_modes
 
 from torch_neuronx import op_policy
-from torch_neuronx._dynamo import artifacts, cache, flex_attention, metrics, toolchain
+from torch_neuronx._dynamo import (
+    artifacts,
+    cache,
+    flex_attention,
+    int_ranges,
+    metrics,
+    toolchain,
+)
 from torch_neuronx._dynamo.runtime import HOST, HostGraph
 
 # Part of every cache key: change it when the same graph would compile differently.
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 _64BIT = (torch.float64, torch.complex128, torch.int64)
 # Inductor's random ops take 64-bit seeds from these; they are generator state, which eager
 # keeps in the core's generator, not values on the device.
@@ -85,7 +92,7 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
     graph_metrics.subgraphs.append(
         metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start)
     )
-    return HostGraph(compiled, placements, _cpu_fallback_ops(gm), name)
+    return HostGraph(compiled, placements, _cpu_fallback_ops(gm), name, _draws_random(gm))
 
 
 def _placements(gm, kind):
@@ -150,9 +157,11 @@ def _retarget_to_host(gm):
 
 
 def _apply_64bit_policy(gm):
-    """Applies the 64-bit policy after every op that yields 64-bit values, as eager does."""
+    """Applies the 64-bit policy after every op that yields 64-bit values, as eager does, but
+    for int64 values that fit in int32 by construction (int_ranges)."""
     if torch.ops.neuron.policy_64bit() == "native":
         return
+    proven = int_ranges.int32_by_construction(gm)
     for node in list(gm.graph.nodes):
         value = node.meta.get("val")
         if (
@@ -162,6 +171,7 @@ def _apply_64bit_policy(gm):
             or value.numel() == 0
             or _is_view(node.target)
             or node.target in _RNG_SEED_OPS
+            or node in proven
         ):
             continue
         with gm.graph.inserting_after(node):
@@ -189,6 +199,21 @@ def _op_name(node):
         node = node.args[0]
     target = node.target
     return target.name() if isinstance(target, torch._ops.OpOverload) else str(target)
+
+
+def _draws_random(gm):
+    """Whether the graph draws random numbers (Inductor's seeds, or a seeded random op)."""
+    return any(
+        node.op == "call_function"
+        and (
+            node.target in _RNG_SEED_OPS
+            or (
+                isinstance(node.target, torch._ops.OpOverload)
+                and torch.Tag.nondeterministic_seeded in node.target.tags
+            )
+        )
+        for node in gm.graph.nodes
+    )
 
 
 def _cpu_fallback_ops(gm):

@@ -31,7 +31,7 @@ def _view(storage, like, device):
 class HostGraph:
     """A compiled graph, called with AOTAutograd's boxed convention, on neuron tensors."""
 
-    def __init__(self, compiled, placements, cpu_fallback_ops, name=""):
+    def __init__(self, compiled, placements, cpu_fallback_ops, name="", draws_random=False):
         # placements[i]: torch.device for output i, "current" for the current neuron core,
         # or HOST to leave it on the host.
         # An instance attribute, because wrappers (functools.wraps) copy only __dict__.
@@ -42,10 +42,14 @@ class HostGraph:
         self.cpu_fallback_ops = cpu_fallback_ops
         # The graph's kernel name in profiles.
         self.name = name
+        # Reported on every call, as eager reports each random op.
+        self.draws_random = draws_random
 
     def __call__(self, args):
         if self.cpu_fallback_ops:
             torch.ops.neuron.record_compiled_fallback(self.cpu_fallback_ops)
+        if self.draws_random:
+            torch.ops.neuron.record_compiled_random(self.name)
         owners = {}
         core = None
         for arg in args:

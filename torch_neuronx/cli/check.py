@@ -120,6 +120,7 @@ def analyse(target, neuron, cpu=None):
     findings += _fallback_findings(raw.get("events", []), counters, wall)
     ended = _ended_run(neuron)
     findings += _64bit_findings(raw.get("events", []), ended)
+    findings += _random_findings(raw.get("events", []))
     findings += _refusal_findings(raw.get("events", []), ended)
     findings += _nki_findings(raw.get("nki_failures", []), ended)
     compile_summary, compile_findings = _compile_findings(raw, failed)
@@ -315,6 +316,43 @@ def _64bit_findings(events, ended):
                     (_site_row(e, values=e["values"], min=e["min"], max=e["max"]) for e in fitting),
                     key=lambda s: -s["calls"],
                 ),
+            }
+        )
+    return findings
+
+
+def _random_findings(events):
+    """Random numbers drawn on the device, and int64 draws folded into int32."""
+    drawn = sorted(
+        (e for e in events if e["kind"] == "random" and e["detail"] == "device"),
+        key=lambda e: e["order"],
+    )
+    folded = [e for e in events if e["kind"] == "int64_random"]
+    findings = []
+    if drawn:
+        findings.append(
+            {
+                "kind": "random",
+                "severity": "info",
+                "title": f"Random ops on neuron tensors draw from the device's generators "
+                f"({_places(len(drawn))}): the same seed gives other numbers than on the CPU",
+                "advice": "nothing to change for Trainium, where they run on the device; to "
+                "compare a run with the CPU's step by step, use `torchneuron parity` (which "
+                "draws them from the CPU's stream) or set TORCH_NEURONX_RNG=cpu",
+                "sites": [_site_row(e, values=e["values"]) for e in drawn],
+            }
+        )
+    for e in folded:
+        findings.append(
+            {
+                "kind": "int64_random",
+                "severity": "warning",
+                "op": e["op"],
+                "title": f"{e['op']} drew int64 values in [{e['min']}, {e['max']}), beyond int32: "
+                f"{e['values']} values were folded into the int32 part of the range",
+                "advice": "draw within the int32 range (Trainium holds int64 as int32), e.g. "
+                "`torch.randint(0, 2**31 - 1, ...)`, or draw on the CPU",
+                "sites": [_site_row(e, values=e["values"])],
             }
         )
     return findings
@@ -588,6 +626,8 @@ def _action_subject(f):
         return "Fix the failure"
     if kind == "float64":
         return f"Use float32, not float64 ({f['values']} values narrowed)"
+    if kind == "int64_random":
+        return f"Draw random integers within int32 ({f['op']})"
     if kind == "int64_overflow":
         return f"Keep int64 values within int32 ({f['value']} does not fit)"
     return f["title"]
@@ -613,7 +653,8 @@ def markdown(data):
         out.append(_failure_markdown(failure, data["cpu_run"]))
     sections = (
         ("CPU-fallback ops", ("cpu_fallback",), _fallback_markdown),
-        ("64-bit data", ("int64_overflow", "float64", "int64"), _sites_markdown),
+        ("64-bit data", ("int64_overflow", "int64_random", "float64", "int64"), _sites_markdown),
+        ("Random numbers", ("random",), _sites_markdown),
         ("Excluded features and missing ops", ("excluded", "no_kernel"), _sites_markdown),
         ("NKI kernels", ("nki_validation",), _sites_markdown),
         (

@@ -128,6 +128,20 @@ def record_losses(emit):
     torch.autograd.backward = backward
 
 
+def hide_accelerators():
+    """Makes this process a CPU-only machine, as the CPU run stands for one: no accelerator is
+    current, and CUDA (which a CUDA build of torch reports as the accelerator even with no GPU)
+    is unavailable. The parent also empties CUDA_VISIBLE_DEVICES."""
+    import torch
+
+    def current_accelerator(check_available=False):
+        return None
+
+    torch.accelerator.current_accelerator = current_accelerator
+    torch.accelerator.is_available = lambda: False
+    torch.accelerator.device_count = lambda: 0
+
+
 def set_argv_and_path(target, args, as_module):
     """Sets sys.argv and sys.path[0] as the interpreter would for the target."""
     sys.argv = [target, *args]
@@ -159,6 +173,7 @@ def main():
     parser.add_argument("--events", required=True, help="the JSON-lines file to append to")
     parser.add_argument("--observe", action="store_true", help="collect torchneuron findings")
     parser.add_argument("--record-losses", action="store_true", help="record backward() losses")
+    parser.add_argument("--cpu-only", action="store_true", help="hide every accelerator")
     parser.add_argument("-m", dest="as_module", action="store_true", help="TARGET is a module")
     parser.add_argument("target")
     parser.add_argument("args", nargs=argparse.REMAINDER)
@@ -178,6 +193,8 @@ def main():
 
         observer = observe.Observer(sources)
         observer.start()
+    if opts.cpu_only:
+        hide_accelerators()
     if opts.record_losses:
         record_losses(emit)
     start = time.perf_counter()

@@ -96,6 +96,7 @@ class Observer:
                 agg = self._events.get(key)
                 if agg is None:
                     agg = self._events[key] = {
+                        "order": len(self._events),  # places in the order they were first met
                         "calls": 0,
                         "bytes": 0,
                         "host_ns": 0,
@@ -108,8 +109,11 @@ class Observer:
                 if kind == "fallback":
                     agg["bytes"] += values[0]
                     agg["host_ns"] += values[1]
-                elif kind == "float64":
+                elif kind in ("float64", "random"):
                     agg["values"] += values[0]
+                elif kind == "int64_random":
+                    agg["values"] += values[0]
+                    agg["min"], agg["max"] = values[1], values[2]
                 elif kind == "int64":
                     numel, low, high = values
                     agg["values"] += numel

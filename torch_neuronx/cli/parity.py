@@ -19,14 +19,26 @@ examples/demo.py does) is compared within its one neuron run.
 The curve is the scalar passed to each backward() on a 0-dim tensor, or with --metric REGEX the
 numbers REGEX finds in the script's stdout (its first group, or the whole match).
 
-Verdict: bit-identical, within tolerance (|neuron - cpu| <= atol + rtol * |cpu| at every step)
-or diverged. Exit status: 0, or 1 when the verdict reaches --fail-on (default: diverged); 3 when
-the curves could not be compared (a run failed or recorded nothing); 2 for a usage error.
-The JSON schema (torchneuron.parity/1) is in docs/cli.md."""
+Random numbers: by default, random ops on neuron tensors draw from the CPU's default generator
+(TORCH_NEURONX_RNG=cpu), the stream the CPU run draws from in the same program order, so dropout
+and on-device randn see the CPU's numbers and the curves compare step by step. --device-rng
+draws them from the device's own generators, as on Trainium: the curves then differ by chance,
+and the verdict compares their statistics (windowed means, within three standard errors of the
+curves' own noise) instead of their steps.
+
+Verdict: bit-identical, within tolerance (|neuron - cpu| <= atol + rtol * |cpu| at every step),
+statistically equivalent (--device-rng only) or diverged. Exit status: 0, or 1 when the verdict
+reaches --fail-on (default: diverged); 3 when the curves could not be compared (a run failed or
+recorded nothing); 2 for a usage error. The JSON schema (torchneuron.parity/1) is in
+docs/cli.md."""
 
 SCHEMA = "torchneuron.parity/1"
-VERDICTS = ("bit-identical", "within tolerance", "diverged")
+VERDICTS = ("bit-identical", "within tolerance", "statistically equivalent", "diverged")
 NOT_COMPARED = "not compared"
+# The statistical comparison (--device-rng): at most this many windows, each mean within this
+# many standard errors of the other curve's.
+WINDOWS = 5
+STANDARD_ERRORS = 3.0
 
 
 def add_arguments(parser):
@@ -57,6 +69,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--atol", type=float, default=1e-6, help="absolute tolerance (default: 1e-6)"
     )
+    parser.add_argument(
+        "--device-rng",
+        action="store_true",
+        help="draw random numbers on neuron from the device's generators (as on Trainium) "
+        "instead of the CPU's stream, and compare the curves' statistics",
+    )
     parser.add_argument("--plot", metavar="FILE.png", help="draw both curves and their difference")
     parser.add_argument(
         "--fail-on",
@@ -77,6 +95,7 @@ def run(args):
     metric = _compile_metric(args.metric)
     neuron = _run_with_progress(target, "neuron", args, metric, total=None)
     neuron_curve, own_cpu_curve = _curves(neuron, metric)
+    rng = "device" if args.device_rng else "cpu"
     same_run = metric is None and _compares_itself(neuron_curve, own_cpu_curve, args)
     cpu, cpu_curve = None, []
     if same_run:
@@ -95,9 +114,12 @@ def run(args):
         "metric": args.metric,
         "same_run": same_run,
         **compare(neuron_curve, cpu_curve, args.rtol, args.atol),
+        "rng": _random_ops(neuron, rng),
+        "statistics": None,
         "runs": runs_data,
         "plot": None,
     }
+    _explain_randomness(data, neuron_curve, cpu_curve)
     _explain_missing(data, neuron, cpu, neuron_curve, cpu_curve)
     data["curves"] = {"neuron": neuron_curve, "cpu": cpu_curve}
     if args.plot and data["steps"]:
@@ -108,7 +130,7 @@ def run(args):
         return 3
     failing = {
         "diverged": ("diverged",),
-        "differs": ("diverged", "within tolerance"),
+        "differs": ("diverged", "statistically equivalent", "within tolerance"),
         "never": (),
     }[args.fail_on]
     return 1 if data["verdict"] in failing else 0
@@ -149,6 +171,8 @@ def _run_with_progress(target, device, args, metric, total):
             target,
             device,
             extra_args=extra,
+            observe=device == "neuron",
+            rng="device" if args.device_rng else "cpu",
             record_losses=metric is None,
             capture=True,
             echo=args.verbose,
@@ -229,6 +253,102 @@ def compare(neuron, cpu, rtol, atol):
     return data
 
 
+def _random_ops(neuron, source):
+    """Where the neuron run's random numbers came from, and its random ops on neuron tensors,
+    in the order the run first met them."""
+    events = [e for e in (neuron.findings or {}).get("events", []) if e["kind"] == "random"]
+    events.sort(key=lambda e: e["order"])
+    ops = [
+        {
+            "op": e["op"],
+            "source": e["detail"],
+            "calls": e["calls"],
+            "elements": e["values"],
+            "site": e["site"],
+            "via": e["via"],
+        }
+        for e in events
+    ]
+    device_ops = [o for o in ops if o["source"] == "device"]
+    return {
+        "source": source,
+        "ops": ops,
+        "first_device_op": device_ops[0] if device_ops else None,
+    }
+
+
+def compare_statistics(neuron, cpu, windows=WINDOWS, errors=STANDARD_ERRORS):
+    """Whether two curves learned the same things at the same rate: each has the other's mean in
+    every window (consecutive steps, at most `windows` of them) within `errors` standard errors.
+    A curve's noise is estimated from its step-to-step differences (var(diff) / 2), which keeps
+    trends out of it; a window's standard error is that of the difference of its two means."""
+    steps = min(len(neuron), len(cpu))
+    count = max(1, min(windows, steps // 2))
+    noise = (_step_noise(neuron[:steps]) + _step_noise(cpu[:steps])) / 2
+    bounds = [round(i * steps / count) for i in range(count + 1)]
+    rows = []
+    for low, high in zip(bounds, bounds[1:]):
+        a, b = neuron[low:high], cpu[low:high]
+        difference = sum(a) / len(a) - sum(b) / len(b)
+        error = math.sqrt(2 * noise / len(a))
+        rows.append(
+            {
+                "steps": [low, high],
+                "neuron_mean": sum(a) / len(a),
+                "cpu_mean": sum(b) / len(b),
+                "difference": difference,
+                "standard_error": error,
+                "within": abs(difference) <= errors * error,
+            }
+        )
+    return {
+        "windows": rows,
+        "standard_errors": errors,
+        "noise_std": math.sqrt(noise),
+        "equivalent": all(r["within"] for r in rows),
+    }
+
+
+def _step_noise(curve):
+    diffs = [b - a for a, b in zip(curve, curve[1:])]
+    if len(diffs) < 2:
+        return 0.0
+    mean = sum(diffs) / len(diffs)
+    return sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / 2
+
+
+def _explain_randomness(data, neuron_curve, cpu_curve):
+    """With the device's generators, curves that differ are judged by their statistics, and the
+    reason names the random ops that made them differ."""
+    first = data["rng"]["first_device_op"]
+    if data["rng"]["source"] != "device" or first is None or data["verdict"] != "diverged":
+        return
+    device_ops = [o for o in data["rng"]["ops"] if o["source"] == "device"]
+    where = report.code_place(first["site"]) if first["site"] else "(no line of yours)"
+    cause = (
+        f"random ops at {len(device_ops)} place(s) drew from the device's generators, not the "
+        f"CPU's stream (first: `{first['op']}` at {where})"
+    )
+    if len(neuron_curve) != len(cpu_curve) or data["steps"] < 4:
+        data["reason"] = f"{cause}; too few steps to compare the curves' statistics"
+        return
+    stats = data["statistics"] = compare_statistics(neuron_curve, cpu_curve)
+    if stats["equivalent"]:
+        data["verdict"] = "statistically equivalent"
+        data["reason"] = (
+            f"{cause}, so the steps differ by chance; every windowed mean agrees within "
+            f"{stats['standard_errors']:g} standard errors"
+        )
+    else:
+        bad = next(r for r in stats["windows"] if not r["within"])
+        data["reason"] = (
+            f"{cause}, but chance does not explain the difference: over steps "
+            f"{bad['steps'][0]}-{bad['steps'][1] - 1} the means differ by "
+            f"{bad['difference']:.4g}, beyond {stats['standard_errors']:g} standard errors "
+            f"({bad['standard_error']:.3g})"
+        )
+
+
 def _explain_missing(data, neuron, cpu, neuron_curve, cpu_curve):
     """A run that failed, or recorded no curve, leaves nothing to judge: says why."""
     problems = []
@@ -305,7 +425,8 @@ def markdown(data, report_path=None):
             f"(neuron: `{neuron['command']}`). Curve: {source}.\n"
         )
     else:
-        out.append(f"Curve: {source}. The CPU run had torchneuron unloaded.\n")
+        out.append(f"Curve: {source}. The CPU run had torchneuron unloaded and no accelerator.\n")
+    out.append(_rng_sentence(data["rng"]) + "\n")
     rows = [("Command", f"`{neuron['command']}`", f"`{cpu['command']}`" if cpu else "(same run)")]
     rows.append(("Status", neuron["status"], cpu["status"] if cpu else ""))
     rows.append(
@@ -333,12 +454,62 @@ def markdown(data, report_path=None):
             f"rtol {data['rtol']:g}): {_step(data['first_divergence'])}.\n"
         )
         out.append(_sample_table(data))
+    if data["statistics"]:
+        out.append(_statistics_table(data["statistics"]))
     if data["plot"]:
         link = data["plot"]
         if report_path:
             link = os.path.relpath(data["plot"], os.path.dirname(os.path.abspath(report_path)))
         out.append(f"![neuron and CPU curves]({link})\n")
     return "\n".join(out)
+
+
+def _rng_sentence(rng):
+    ops = rng["ops"]
+    if rng["source"] == "cpu":
+        drew = f" (random ops at {len(ops)} place(s) on neuron tensors)" if ops else ""
+        return (
+            "Random numbers on neuron came from the CPU's default generator, the stream the CPU "
+            f"run draws from (TORCH_NEURONX_RNG=cpu){drew}; `--device-rng` uses the device's "
+            "generators, as on Trainium."
+        )
+    if not ops:
+        return "Random numbers on neuron: the device's generators; the run drew none on neuron."
+    rows = [
+        (
+            f"`{o['op']}`",
+            o["source"],
+            o["calls"],
+            report.code_place(o["site"]) if o["site"] else "",
+        )
+        for o in ops[:10]
+    ]
+    return (
+        "Random numbers on neuron came from the device's generators (--device-rng), as on "
+        "Trainium: the same seed gives other numbers than on the CPU.\n\n"
+        + report.table(("Random op", "Source", "Calls", "Your line"), rows)
+    )
+
+
+def _statistics_table(stats):
+    rows = [
+        (
+            f"{r['steps'][0]}-{r['steps'][1] - 1}",
+            f"{r['neuron_mean']:.6g}",
+            f"{r['cpu_mean']:.6g}",
+            f"{r['difference']:.3g}",
+            f"{r['standard_error']:.3g}",
+            "yes" if r["within"] else "**no**",
+        )
+        for r in stats["windows"]
+    ]
+    return (
+        f"Statistics (windowed means; within {stats['standard_errors']:g} standard errors of a "
+        f"step noise of {stats['noise_std']:.3g}):\n\n"
+        + report.table(
+            ("Steps", "neuron mean", "CPU mean", "Difference", "Std. error", "Within"), rows
+        )
+    )
 
 
 def _verdict_sentence(data):
@@ -349,6 +520,11 @@ def _verdict_sentence(data):
         return (
             f"All {steps} steps agree within tolerance; the first difference is at step "
             f"{data['first_difference']}."
+        )
+    if verdict == "statistically equivalent":
+        return (
+            f"The steps differ from step {data['first_difference']}, by chance: the curves "
+            "learned at the same rate."
         )
     if verdict == "diverged":
         return f"The curves part at step {data['first_divergence']}."

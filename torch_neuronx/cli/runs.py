@@ -2,9 +2,15 @@
 what it recorded (launch.py).
 
 The neuron run is the script as the user runs it, with torchneuron loaded by ``import torch``.
-The CPU run sets TORCH_DEVICE_BACKEND_AUTOLOAD=0, so torchneuron is not loaded at all: scripts
-that pick ``torch.accelerator`` when it is available (the ``--accel`` convention, Hugging Face)
-then run on the CPU with no edits, exactly as on a machine without the device.
+The CPU run is a CPU-only machine: TORCH_DEVICE_BACKEND_AUTOLOAD=0, so torchneuron is not loaded
+at all, CUDA is hidden (CUDA_VISIBLE_DEVICES empty) and no accelerator is current (the launcher's
+--cpu-only; a CUDA build of torch names ``cuda`` as the accelerator even with no GPU). Scripts
+that pick ``torch.accelerator`` when it is there (``current_accelerator() or cpu``, the
+``--accel`` convention, Hugging Face) then run on the CPU with no edits.
+
+Random numbers: a neuron run draws them from the device's generators, unless ``rng="cpu"``
+(``torchneuron parity``'s default), which sets TORCH_NEURONX_RNG=cpu so that random ops on
+neuron tensors draw from the CPU's default generator, the stream the CPU run draws from.
 """
 
 import argparse
@@ -22,7 +28,7 @@ import time
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
 DEVICE_ENV = {
     "neuron": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"},
-    "cpu": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    "cpu": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "CUDA_VISIBLE_DEVICES": ""},
 }
 
 
@@ -116,20 +122,25 @@ def run(
     echo=False,
     timeout=None,
     on_progress=None,
+    rng=None,
 ):
     """Runs ``target`` on ``device`` ('neuron' or 'cpu') in a child process.
 
     Without ``capture`` the script's output goes to this process's stderr (stdout stays free
     for the report); with it, stdout lines are kept (and the stderr tail, for errors), and
     ``echo`` shows both on this process's stderr as well.
-    ``on_progress(result)`` is called about five times a second while it runs.
+    ``on_progress(result)`` is called about five times a second while it runs. ``rng``, for a
+    neuron run: "cpu" or "device" (TORCH_NEURONX_RNG), or None to leave the environment's.
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1", **DEVICE_ENV[device])
+    if rng is not None and device == "neuron":
+        env["TORCH_NEURONX_RNG"] = rng
     with tempfile.TemporaryDirectory(prefix="torchneuron-run-") as tmp:
         events_path = os.path.join(tmp, "events.jsonl")
         open(events_path, "w").close()
         command = [sys.executable, LAUNCHER, "--events", events_path]
         command += ["--observe"] * observe + ["--record-losses"] * record_losses
+        command += ["--cpu-only"] * (device == "cpu")
         command += ["-m"] * target.as_module + [target.name, *target.args, *extra_args]
         result = RunResult(device, target.command(extra_args), "running", 0, 0.0)
         stderr_path = os.path.join(tmp, "stderr.txt")

@@ -36,6 +36,12 @@ def int64_overflow():
     return torch.tensor([2**40], device=device) + 1
 
 
+def random():
+    """Dropout on the device, and an int64 seed drawn beyond int32 (transformers' way)."""
+    torch.nn.functional.dropout(torch.ones(64, device=device), 0.5)
+    return torch.randint(0, 2**32 - 1, (64,), dtype=torch.int64, device=device).max().item()
+
+
 def sparse():
     """An excluded feature: sparse tensors."""
     return torch.eye(3, device=device).to_sparse()
