@@ -10,7 +10,7 @@ itself is the private ``nki._src`` package.
 from . import collectives, cost_model, dtype, isa, language, typing  # noqa: F401
 from ._src.cost_model import CostReport, benchmark, estimate
 from ._src.errors import NkiValidationError
-from ._src.jit import Kernel, jit, per_rank, simulate
+from ._src.jit import Kernel, cpu_simulate, jit, per_rank, simulate
 
 __all__ = [
     "CostReport",
@@ -18,6 +18,7 @@ __all__ = [
     "NkiValidationError",
     "benchmark",
     "collectives",
+    "cpu_simulate",
     "dtype",
     "estimate",
     "isa",
