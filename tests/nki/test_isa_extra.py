@@ -179,6 +179,33 @@ def test_range_select_accepts_fp32_min_as_written_by_kernel_authors(on_false_val
     assert torch.equal(dst.host, expected)
 
 
+def test_scalars_beyond_float32_as_python_floats_are_held_as_float32():
+    """attention_cte memsets and masks with the documented literal -3.4028235e+38, which as a
+    Python float lies beyond float32's range (torch calls it an overflow); engines hold it in
+    float32, where it is the minimum."""
+    fp32_min = torch.finfo(torch.float32).min
+    dst = nl.ndarray((4, 8), nl.float32)
+    nisa.memset(dst=dst, value=-3.4028235e38)
+    assert (dst.host == fp32_min).all()
+    full = nl.full((4, 8), -3.4028235e38, nl.float32, buffer=nl.shared_hbm)
+    assert (full.host == fp32_min).all()
+    x = torch.randn(4, 8)
+    out = nl.ndarray((4, 8), nl.float32)
+    nisa.tensor_scalar(dst=out, data=tile(x), op0=nl.maximum, operand0=-3.4028235e38)
+    assert torch.equal(out.host, x)
+    masked = nl.ndarray((4, 8), nl.float32)
+    nisa.affine_select(
+        dst=masked,
+        pattern=[[1, 8]],
+        offset=-4,
+        channel_multiplier=0,
+        on_true_tile=tile(x),
+        on_false_value=-3.4028235e38,
+        cmp_op=nl.less,
+    )
+    assert torch.equal(masked.host, torch.where(torch.arange(8) < 4, x, fp32_min))
+
+
 @pytest.mark.parametrize("on_false_value", [-3.4e38, 0.0, float("-inf"), -3.5e38])
 def test_range_select_refuses_other_on_false_values(on_false_value):
     bound = tile(torch.zeros(4, 1))
