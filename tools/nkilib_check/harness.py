@@ -1,7 +1,8 @@
 """pytest plugin (``-p harness``) that lets nki-library's own test harness run in simulation mode
 against our ``nki``, and records each test's outcome and time for the per-module table
 (``NKILIB_CHECK_RESULTS``: the JSON file; ``NKILIB_CHECK_TEST_TIMEOUT``: seconds a test may
-take before it is stopped and counted as not finished).
+take before it is stopped and counted as not finished; ``NKILIB_CHECK_SAMPLE``: run only the
+first n tests of each module).
 
 The snapshot's harness does not run as shipped: it imports two modules the repository does not
 contain (``test/utils/scripts/remote_lock_scripts.py``, used only to lock remote hosts, and
@@ -63,17 +64,44 @@ def _module(name, **attrs):
 _module("test.utils.scripts.remote_lock_scripts", LockStatus=LockStatus, LockResult=LockResult)
 _module("test.utils.perf_analysis_private", analyze_trace=analyze_trace)
 
-_results = {"tests": {}, "collection_errors": {}}
+_results = {"tests": {}, "collection_errors": {}, "collected": []}
 _started = time.monotonic()
 
 
 def _message(report):
+    """The exception line of a failure (for an import error, the last ``E`` line)."""
     crash = getattr(report.longrepr, "reprcrash", None)
-    text = crash.message if crash is not None else str(report.longrepr)
+    if crash is not None:
+        text = crash.message
+    else:
+        lines = [ln[1:].strip() for ln in str(report.longrepr).splitlines() if ln.startswith("E ")]
+        text = lines[-1] if lines else str(report.longrepr)
     return text.strip().splitlines()[0][:300] if text.strip() else ""
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    # NKILIB_CHECK_SAMPLE=n: only the first n selected tests of each module run.
+    sample = int(os.environ.get("NKILIB_CHECK_SAMPLE", "0"))
+    if not sample:
+        return
+    kept, left, seen = [], [], {}
+    # Tests the harness marks to skip (large shapes, other platforms) do not count.
+    for item in sorted(items, key=lambda i: i.get_closest_marker("skip") is not None):
+        module = item.nodeid.split("::")[0]
+        seen[module] = seen.get(module, 0) + 1
+        (kept if seen[module] <= sample else left).append(item)
+    kept.sort(key=items.index)
+    for item in left:
+        _results["tests"][item.nodeid] = {"outcome": "not sampled", "message": "", "seconds": 0.0}
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
 def pytest_collection_finish(session):
+    _results["collected"] = [item.nodeid for item in session.items]
+    _save()
     orchestrator = sys.modules.get("test.utils.test_orchestrator")
     if orchestrator is not None and not hasattr(orchestrator.Orchestrator, "_compiled_kernel"):
         orchestrator.Orchestrator._compiled_kernel = None
