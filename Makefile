@@ -25,7 +25,7 @@ LANE_BUILD := build/torch-$(TORCH_VERSION)
 EXTENSION := $(LANE_BUILD)/.built
 WHEEL_CHECK := build/wheel-check
 
-.PHONY: install demo test fuzz bench lint wheel-check clean
+.PHONY: install demo test fuzz bench lint wheel-check nkilib-check clean
 
 install: $(EXTENSION)
 
@@ -76,6 +76,18 @@ wheel-check: install
 	cd $(WHEEL_CHECK) && venv/bin/python -c "import torch, torch_neuronx; \
 		assert torch_neuronx.__file__.startswith('$(CURDIR)/$(WHEEL_CHECK)/venv/'), torch_neuronx.__file__; \
 		print(torch.linalg.inv(2 * torch.eye(2, device='neuron')).cpu().tolist(), torch_neuronx.__version__)"
+
+# nki-library's own simulation tests (a checkout you supply, NKILIB=path) against our nki, with
+# the stand-ins of tools/nkilib_check for AWS's internal packages; prints the per-module table
+# (nki/README.md).  NKILIB_ARGS passes e.g. --modules core/attention --platforms trn2.
+NKILIB_STAMP := $(VENV)/.nkilib-check-installed
+$(NKILIB_STAMP): $(STAMP)
+	$(BUILD_ENV) TORCH_NEURONX_BUILD_EXTENSION=0 $(PY) -m pip install -q --no-build-isolation -e '.[test,lint,nkilib-check]'
+	touch $@
+
+nkilib-check: install $(NKILIB_STAMP)
+	@test -n "$(NKILIB)" || { echo "usage: make nkilib-check NKILIB=/path/to/nki-library [NKILIB_ARGS=...]"; exit 2; }
+	nice -n 10 $(PY) tools/nkilib_check/run.py $(NKILIB) --out build/nkilib-check $(NKILIB_ARGS)
 
 clean:
 	rm -rf build .venv .venv-2.13 torch_neuronx/*.so

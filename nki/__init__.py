@@ -20,6 +20,7 @@ _PUBLIC = {
     "NkiValidationError": "._src.errors",
     "benchmark": "._src.cost_model",
     "collectives": ".collectives",
+    "cpu_simulate": "._src.jit",
     "cost_model": ".cost_model",
     "dtype": ".dtype",
     "estimate": "._src.cost_model",
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from . import collectives, cost_model, dtype, isa, language, typing
     from ._src.cost_model import CostReport, benchmark, estimate
     from ._src.errors import NkiValidationError
-    from ._src.jit import Kernel, jit, per_rank, simulate
+    from ._src.jit import Kernel, cpu_simulate, jit, per_rank, simulate
 
 
 def __getattr__(name):

@@ -18,6 +18,7 @@ from nki._src import alu, buffers, dtypes, trace
 from nki._src.errors import fail, require
 from nki._src.language.memory import to_sbuf
 from nki._src.tensor import NkiTensor, ds  # noqa: F401 - re-exported
+from nki._src.tiles import fill
 
 from . import _instructions, _ops
 from ._blocks import BlockTensor
@@ -157,7 +158,7 @@ def _fill(t, value):
     elif t.buffer.on_chip:
         new_isa.memset(dst=t, value=value)
     else:
-        t.host.fill_(value)
+        fill(t.host, value)
         trace.mark_written(t)
     return t
 
@@ -229,7 +230,7 @@ def _store(dst, value):
 
 
 def _store_scalar(dst, value):
-    dst.host.fill_(value)
+    fill(dst.host, value)
     trace.issue("nl.store", "dma", [dst], [], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
 
 

@@ -55,10 +55,13 @@ class DType:
     def dtype(self):
         """The numpy dtype of host arrays of this type (x4: raw words tagged with metadata)."""
         if self.packed:
-            # A one-field record named after the type, so str() of an array's dtype names it
-            # (as NKI's own numpy extension dtypes do) and records never mix with integers.
-            raw = np.uint32 if self.itemsize == 4 else np.uint16
-            return np.dtype([(self._name, raw)], metadata={"nki_dtype": self._name})
+            # A record of the word's two halves, the low one named after the type (so str() of
+            # an array's dtype names it).  With two fields numpy refuses (TypeError) to convert
+            # it to a number, and harnesses written for AWS's x4 dtypes unpack on that error; a
+            # one-field record converts each packed word to one value, so wrong data could pass
+            # a tolerance check.
+            half = np.uint16 if self.itemsize == 4 else np.uint8
+            return np.dtype([(self._name, half), ("hi", half)], metadata={"nki_dtype": self._name})
         try:
             return np.dtype(torch.empty(0, dtype=self.torch).numpy().dtype)
         except TypeError:
@@ -216,8 +219,8 @@ def from_torch(dtype):
 def from_numpy(dtype):
     """The NKI dtype of a numpy dtype (or scalar type), or None if it has none.
 
-    x4 arrays are numpy uint32/uint16 words (or one-field records of them) whose dtype carries
-    ``metadata={"nki_dtype": name}``, whose single field is named after the x4 type, or whose
+    x4 arrays are numpy uint32/uint16 words (or records of them) whose dtype carries
+    ``metadata={"nki_dtype": name}``, whose first field is named after the x4 type, or whose
     dtype is named after it (as extension-dtype packages name them).
     """
     try:
@@ -226,7 +229,7 @@ def from_numpy(dtype):
         return None
     meta = np_dtype.metadata or {}
     fields = np_dtype.names or ()
-    name = meta.get("nki_dtype") or (fields[0] if len(fields) == 1 else np_dtype.name)
+    name = meta.get("nki_dtype") or (fields[0] if fields else np_dtype.name)
     found = _BY_NAME.get(name)
     if found is not None and found.packed and np_dtype.itemsize != found.itemsize:
         return None

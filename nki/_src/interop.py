@@ -76,8 +76,8 @@ def _foreign(np_dtype):
 def to_numpy(t, dtype=None):
     """A numpy array with ``t``'s values, typed as NKI ``dtype`` (default: ``t``'s).
 
-    bf16/fp8 arrays use ml_dtypes (without it they widen to float32); x4 arrays are
-    one-field records of uint32/uint16 words named after the type (see ``DType.dtype``)."""
+    bf16/fp8 arrays use ml_dtypes (without it they widen to float32); x4 arrays are records
+    of the uint32/uint16 words' halves named after the type (see ``DType.dtype``)."""
     t = t.detach().cpu().contiguous()
     dtype = dtypes.from_torch(t.dtype) if dtype is None else dtype
     if dtype.packed:

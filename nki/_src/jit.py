@@ -9,6 +9,7 @@ shape inference for FakeTensors.  Nothing is compiled.
 
 import functools
 import itertools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -71,6 +72,13 @@ class Kernel:
 
     def __getitem__(self, grid):
         return Launch(self, grid)
+
+    def targeting(self, platform_target):
+        """This kernel with a default target (its own ``platform_target`` still wins); it
+        shares the specializations, which are keyed by target."""
+        other = Kernel(self.fn, platform_target=self.platform_target or platform_target)
+        other.specializations = self.specializations
+        return other
 
     def __call__(self, *args, **kwargs):
         return Launch(self, ())(*args, **kwargs)
@@ -360,3 +368,20 @@ def simulate(kernel, num_ranks=None):
     if isinstance(launch, Kernel):
         launch = Launch(launch, ())
     return RankLaunch(launch, num_ranks)
+
+
+def cpu_simulate(kernel, num_ranks=None):
+    """``nki.simulate`` as AWS's simulator package spells it (``nki.cpu_simulate(k)[lnc](...)``,
+    the entry point of harnesses written for it): the target is ``NKI_NC_VERSION`` (gen2, gen3,
+    gen4 or a trn name) when set, read at this call, else as for ``nki.simulate``."""
+    version = os.environ.get("NKI_NC_VERSION", "").strip()
+    if version:
+        try:
+            targets.get(version)
+        except ValueError as e:
+            raise ValueError(f"NKI_NC_VERSION: {e}") from None
+        if isinstance(kernel, Launch):
+            kernel = Launch(kernel.kernel.targeting(version), kernel.grid)
+        else:
+            kernel = (kernel if isinstance(kernel, Kernel) else Kernel(kernel)).targeting(version)
+    return simulate(kernel, num_ranks)

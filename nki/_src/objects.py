@@ -1,7 +1,23 @@
 """NKIObject: the base of NKI's kernel-side classes (tensors, registers, configuration objects)."""
 
 
-class NKIObject:
+class _KeywordFields(type):
+    """``@dataclass`` gives an NKIObject subclass an ``__init__`` taking only its annotated
+    fields; keywords naming its other class attributes (plain ``name = None`` lines, which
+    dataclass skips; nki-library's ``SectionParams``) are set on the new object as well."""
+
+    def __call__(cls, *args, **kwargs):
+        fields = getattr(cls, "__dataclass_fields__", None)
+        if fields is None:
+            return super().__call__(*args, **kwargs)
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in fields and hasattr(cls, k)}
+        obj = super().__call__(*args, **kwargs)
+        for key, value in extra.items():
+            setattr(obj, key, value)
+        return obj
+
+
+class NKIObject(metaclass=_KeywordFields):
     """Base class for NKI kernel dataclasses and configuration objects.
 
     ``NKIObject(**kwargs)`` sets each keyword as an attribute.  Annotated fields a subclass does

@@ -27,6 +27,22 @@ def rows(t, where):
         fail(where, f"tile {t.shape} must be contiguous within each partition")
 
 
+def as_float32(value):
+    """A Python number as the float32 the engines hold it in, as a Python float: rounded to
+    nearest even, so AWS's documented literal -3.4028235e+38 is float32's minimum (torch
+    refuses such a Python float in float32 arithmetic as an overflow)."""
+    return torch.tensor(float(value), dtype=torch.float32).item()
+
+
+def fill(t, value):
+    """Fill the torch view ``t`` with the scalar ``value`` as the engines store it: integers
+    exactly, floats through float32 (rounded to nearest even, then cast to ``t``'s type)."""
+    if t.is_floating_point() and t.dtype != torch.float64:
+        t.copy_(torch.tensor(as_float32(value)).expand(t.shape))
+    else:
+        t.fill_(value)
+
+
 def write(dst, value):
     """Store ``value`` (any shape with dst's element count, or broadcastable) into view ``dst``.
 

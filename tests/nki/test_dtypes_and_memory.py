@@ -142,6 +142,21 @@ def test_nki_object_fields_without_values_default_to_none():
     assert (Dims(rows=2).fused, Dims(rows=2, fused=3).fused, Dims(rows=1).cols) == (None, 3, 8)
 
 
+def test_nki_dataclass_takes_keywords_for_its_plain_class_attributes():
+    """nki-library's attention_cte builds ``@dataclass class SectionParams(nl.NKIObject)``,
+    whose fields are plain ``name = None`` lines, from keywords."""
+
+    @dataclasses.dataclass
+    class Section(nl.NKIObject):
+        index = None
+        rows: int = 0
+
+    s = Section(7, index=3)
+    assert (s.index, s.rows, Section().index) == (3, 7, None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'missing'"):
+        Section(missing=1)
+
+
 def test_stride_zero_destination_keeps_the_last_write():
     t = nl.ndarray((4, 1), nl.float32)
     src = nl.ndarray((4, 3), nl.float32)

@@ -156,6 +156,71 @@ def test_range_select_masks_by_index_and_reduces_max():
     torch.testing.assert_close(res.host, expected.amax(1, keepdim=True))
 
 
+@pytest.mark.parametrize(
+    "on_false_value",
+    # AWS's API reference tells kernel authors to write -3.4028235e+38 (attention_cte does); it is
+    # FP32_MIN once rounded to float32, as the engine holds it, though not as a Python float.
+    [-3.4028235e38, float(np.finfo(np.float32).min), np.float32(np.finfo(np.float32).min)],
+)
+def test_range_select_accepts_fp32_min_as_written_by_kernel_authors(on_false_value):
+    x = torch.randn(4, 8)
+    bound = tile(torch.full((4, 1), 5.0))
+    dst = nl.ndarray((4, 8), nl.float32)
+    nisa.range_select(
+        dst=dst,
+        on_true_tile=tile(x),
+        comp_op0=nl.less,
+        comp_op1=nl.less,
+        bound0=bound,
+        bound1=bound,
+        on_false_value=on_false_value,
+    )
+    expected = torch.where(torch.arange(8) < 5, x, torch.tensor(torch.finfo(torch.float32).min))
+    assert torch.equal(dst.host, expected)
+
+
+def test_scalars_beyond_float32_as_python_floats_are_held_as_float32():
+    """attention_cte memsets and masks with the documented literal -3.4028235e+38, which as a
+    Python float lies beyond float32's range (torch calls it an overflow); engines hold it in
+    float32, where it is the minimum."""
+    fp32_min = torch.finfo(torch.float32).min
+    dst = nl.ndarray((4, 8), nl.float32)
+    nisa.memset(dst=dst, value=-3.4028235e38)
+    assert (dst.host == fp32_min).all()
+    full = nl.full((4, 8), -3.4028235e38, nl.float32, buffer=nl.shared_hbm)
+    assert (full.host == fp32_min).all()
+    x = torch.randn(4, 8)
+    out = nl.ndarray((4, 8), nl.float32)
+    nisa.tensor_scalar(dst=out, data=tile(x), op0=nl.maximum, operand0=-3.4028235e38)
+    assert torch.equal(out.host, x)
+    masked = nl.ndarray((4, 8), nl.float32)
+    nisa.affine_select(
+        dst=masked,
+        pattern=[[1, 8]],
+        offset=-4,
+        channel_multiplier=0,
+        on_true_tile=tile(x),
+        on_false_value=-3.4028235e38,
+        cmp_op=nl.less,
+    )
+    assert torch.equal(masked.host, torch.where(torch.arange(8) < 4, x, fp32_min))
+
+
+@pytest.mark.parametrize("on_false_value", [-3.4e38, 0.0, float("-inf"), -3.5e38])
+def test_range_select_refuses_other_on_false_values(on_false_value):
+    bound = tile(torch.zeros(4, 1))
+    with pytest.raises(nki.NkiValidationError, match="on_false_value must be FP32_MIN"):
+        nisa.range_select(
+            dst=nl.ndarray((4, 8), nl.float32),
+            on_true_tile=tile(torch.randn(4, 8)),
+            comp_op0=nl.less,
+            comp_op1=nl.less,
+            bound0=bound,
+            bound1=bound,
+            on_false_value=on_false_value,
+        )
+
+
 def test_select_reduce_with_reverse_predicate_and_vector_on_false():
     x = torch.randn(8, 12)
     pred = (torch.rand(8, 12) > 0.5).to(torch.uint8)
@@ -207,6 +272,19 @@ def test_dma_vector_offset_gather_and_scatter_with_oob_skip():
         oob_mode=nisa.oob_mode.skip,
     )
     assert (table.host[[2, 7]] == 0).all() and table.host[3, 0] == 12
+
+
+def test_dma_transpose_of_a_vector_offset_gather():
+    """attention_tkg gathers KV-cache blocks with an indirect dma_transpose."""
+    table = hbm(torch.arange(40.0).reshape(10, 4))
+    idx = tile(torch.tensor([[7], [2], [12]]), nl.int32)
+    view = table.ap([[4, 3], [1, 4]], vector_offset=idx, indirect_dim=0)
+    got = tile(torch.full((4, 3), -1.0))
+    with pytest.raises(nki.NkiValidationError, match="out of bounds for 4 elements"):
+        nisa.dma_transpose(dst=got, src=view)
+    nisa.dma_transpose(dst=got, src=view, oob_mode=nisa.oob_mode.skip)
+    expected = torch.cat([table.host[[7, 2]].T, torch.full((4, 1), -1.0)], 1)
+    assert torch.equal(got.host, expected)
 
 
 def test_dma_compute_adds_and_scatter_accumulates():

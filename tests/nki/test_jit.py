@@ -132,6 +132,31 @@ def test_simulate_accepts_plain_functions_and_platform_target():
     assert next(iter(pinned.specializations.values())).target.name == "trn3"
 
 
+@pytest.mark.parametrize(
+    ("nc_version", "expected"), [("gen3", "gen3"), ("gen4", "gen4"), ("", "gen3")]
+)
+def test_cpu_simulate_targets_nki_nc_version(monkeypatch, nc_version, expected):
+    """AWS's simulator-package entry point, as nki-library's harness calls it:
+    ``nki.cpu_simulate(kernel)[lnc](**inputs)`` with ``NKI_NC_VERSION`` naming the target."""
+
+    @nki.jit
+    def version(x):
+        out = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+        if nl.program_id(0) == 0:
+            nisa.dma_copy(dst=out, src=x)
+        return out, nisa.get_nc_version()
+
+    monkeypatch.setenv("NKI_NC_VERSION", nc_version)
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    x = np.full((1, 1), 7, np.int32)
+    for launch in (nki.cpu_simulate(version)[2], nki.cpu_simulate(version[2])):
+        out, seen = launch(x=x)
+        assert seen == getattr(nisa.nc_version, expected) and out.tolist() == [[7]]
+    monkeypatch.setenv("NKI_NC_VERSION", "gen9")
+    with pytest.raises(ValueError, match="NKI_NC_VERSION"):
+        nki.cpu_simulate(version)
+
+
 def test_jit_mode_argument_is_accepted():
     @nki.jit(mode="simulation")
     def kernel(x):

@@ -8,6 +8,7 @@ import torch
 import nki
 import nki.isa as nisa
 import nki.language as nl
+from nki._src import dtypes, interop
 
 FP4_VALUES = [
     0.0,
@@ -266,6 +267,29 @@ def test_x4_numpy_arrays_carry_their_type(x4):
     arr.view(raw)[:] = words
     out = copy(arr)
     assert out.dtype == x4 and np.array_equal(out.view(raw), words)
+
+
+@pytest.mark.parametrize("x4", [nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.float4_e2m1fn_x4])
+def test_x4_numpy_results_refuse_numeric_conversion(x4):
+    """A packed word is four values, not one: numpy refuses to convert it (TypeError, which
+    harnesses catch to unpack), so a result wrong by 2x cannot pass a tolerance check on words."""
+    values = torch.tensor([[1.0, -2.0, 0.5, 4.0] * 4])
+    good = interop.to_numpy(dtypes.pack(values, x4), x4)
+    wrong = interop.to_numpy(dtypes.pack(values * 2, x4), x4)
+    for convert in (
+        lambda a: a.astype(np.float32),
+        lambda a: np.asarray(a, dtype=np.float32),
+        lambda a: np.array(a, dtype=np.float64),
+        lambda a: a.astype(np.int64),
+        torch.from_numpy,
+    ):
+        with pytest.raises(TypeError):
+            convert(wrong)
+    with pytest.raises(TypeError):
+        np.allclose(wrong, good, rtol=2e-2)
+    assert not np.array_equal(wrong, good) and np.array_equal(good, good.copy())
+    raw = np.uint32 if x4.itemsize == 4 else np.uint16
+    assert torch.equal(dtypes.unpack(torch.from_numpy(good.view(raw).astype(np.int64)), x4), values)
 
 
 def validation_case(name):

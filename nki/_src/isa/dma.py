@@ -93,10 +93,13 @@ _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 def dma_transpose(
     dst, src, axes=None, priority=None, dge_mode=Dge.unknown, oob_mode=Oob.error, name=None
 ):
-    """Transpose ``src`` (HBM or SBUF) into an SBUF ``dst`` with the DMA engines."""
+    """Transpose ``src`` (HBM or SBUF; a ``vector_offset`` view gathers its rows) into an SBUF
+    ``dst`` with the DMA engines."""
     where = "dma_transpose"
+    oob_mode = _mode(where, Oob, oob_mode)
     _endpoint(where, "src", src)
     checks.tensor(where, "dst", dst)
+    require(not dst.is_indirect(), where, "dst cannot be a vector_offset (scatter) view")
     checks.buffer(where, "dst", dst, buffers.sbuf)
     checks.partitions(where, "dst", dst)
     require(src.ndim in _PERMUTATIONS, where, f"src must be 2-D to 4-D, is {src.ndim}-D")
@@ -109,7 +112,18 @@ def dma_transpose(
     checks.same_dtype(where, "dst", dst, "src", src)
     expected = tuple(src.shape[p] for p in perm)
     require(dst.shape == expected, where, f"dst shape {dst.shape} must be {expected}")
-    write(dst, src.host.permute(perm))
+    values, valid = src.gather()
+    values = values.reshape(src.shape).permute(perm)
+    if valid is None or bool(valid.all()):
+        write(dst, values)
+    else:
+        require(
+            oob_mode is Oob.skip,
+            where,
+            f"indirect index out of bounds for {int((~valid).sum())} elements "
+            "(use oob_mode=nisa.oob_mode.skip to skip them)",
+        )
+        dst.scatter(values.to(dst.dtype.torch), valid.reshape(src.shape).permute(perm))
     issue(where, "dma", [dst], [src], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
 
 

@@ -7,7 +7,7 @@ from ..enums import engine as E
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
 from ..tensor import NkiTensor
-from ..tiles import read, read_pf, write
+from ..tiles import as_float32, fill, read, read_pf, write
 from ..trace import issue
 from .accumulators import accumulate
 
@@ -23,7 +23,7 @@ def operand_value(v, parts):
     """A scalar or ``(parts, 1)`` tile operand as something broadcastable over ``[P, F]``."""
     if isinstance(v, NkiTensor):
         return read(v).reshape(parts, 1)
-    return float(v)
+    return as_float32(v)
 
 
 def apply(op, data, value, reverse):
@@ -58,7 +58,7 @@ def memset(dst, value, engine=E.unknown, name=None):
         op,
         f"value {value} does not match integer dtype {dst.dtype}",
     )
-    dst.host.fill_(value)
+    fill(dst.host, value)
     issue(op, engine_name(eng, "vector"), [dst], [], free=dst.free_size)
 
 
@@ -176,7 +176,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
         checks.same_dtype(where, "src", src, "dst", dst)
         value = read_pf(src)
     else:
-        value = torch.full(mask.shape, float(src))
+        value = torch.full(mask.shape, as_float32(src))
     write(dst, torch.where(mask, value, read_pf(dst)))
     issue(where, "vector", [dst], [predicate] + ([src] if isinstance(src, NkiTensor) else []))
 

@@ -6,7 +6,7 @@ import torch
 
 from .. import alu, buffers, checks
 from ..errors import require
-from ..tiles import read_pf, write
+from ..tiles import as_float32, read_pf, write
 from ..trace import issue
 
 
@@ -57,5 +57,5 @@ def affine_select(
     cmp = alu.resolve(cmp_op, where, "binary")
     values = affine_values(where, dst, pattern, offset, channel_multiplier).to(torch.float32)
     keep = cmp.binary(values, torch.zeros(())) != 0
-    write(dst, torch.where(keep, read_pf(on_true_tile), torch.tensor(float(on_false_value))))
+    write(dst, torch.where(keep, read_pf(on_true_tile), torch.tensor(as_float32(on_false_value))))
     issue(where, "gpsimd", [dst], [on_true_tile])

@@ -7,7 +7,7 @@ from .. import alu, buffers, checks, dtypes, runtime
 from ..enums import reduce_cmd as Cmd
 from ..errors import require
 from ..tensor import NkiTensor
-from ..tiles import read_pf, write
+from ..tiles import as_float32, read_pf, write
 from ..trace import issue
 from .accumulators import accumulate
 from .elementwise import operand_value
@@ -86,10 +86,13 @@ def range_select(
             f"bound{label[-1]} must be a float32 ({parts}, 1) tile",
         )
         ops.append((fn, operand_value(bound, parts)))
+    # On the float32 the engine holds: AWS's documented literal -3.4028235e+38 is FP32_MIN
+    # there, though not as a Python float.
     require(
-        float(on_false_value) == FP32_MIN,
+        as_float32(on_false_value) == FP32_MIN,
         where,
-        f"on_false_value must be FP32_MIN ({FP32_MIN}), got {on_false_value}",
+        f"on_false_value must be FP32_MIN ({FP32_MIN}, written -3.4028235e+38), "
+        f"got {on_false_value!r}",
     )
     values = read_pf(on_true_tile)
     index = float(range_start) + torch.arange(values.shape[1], dtype=torch.float32)

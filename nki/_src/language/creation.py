@@ -9,6 +9,7 @@ from .. import buffers, checks, dtypes
 from ..errors import require
 from ..isa.elementwise import memset
 from ..tensor import NkiTensor
+from ..tiles import fill
 from ..trace import issue, mark_written
 
 
@@ -25,7 +26,7 @@ def full(shape, fill_value, dtype, buffer=None, name=""):
     if t.buffer.on_chip:
         memset(dst=t, value=fill_value)
     else:
-        t.host.fill_(fill_value)
+        fill(t.host, fill_value)
         mark_written(t)
     return t
 

@@ -6,6 +6,7 @@ from .. import alu, buffers, checks
 from ..isa.dma import dma_copy
 from ..isa.elementwise import memset, tensor_copy
 from ..tensor import NkiTensor
+from ..tiles import fill
 
 
 def load(src, dtype=None):
@@ -44,7 +45,7 @@ def _assign(op, dst, value):
         if dst.buffer.on_chip:
             memset(dst=dst, value=value)
         else:
-            dst.host.fill_(value)
+            fill(dst.host, value)
         return
     checks.tensor("assign", "value", value)
     same_view = (
