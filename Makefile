@@ -14,6 +14,12 @@ EXTRA_PACKAGES :=
 endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Every package a lane installs, at the version CI tests: pip takes the lane's file as
+# constraints (-c), so a new release of transformers, hypothesis, ... changes nothing until
+# the pins move. To move them: `$(PY) -m pip install -U -c /dev/null NAME` (or delete the
+# line and `make install`), run the tests, then `make constraints` rewrites the file from the
+# venv; commit it.
+CONSTRAINTS := constraints/torch-$(TORCH_VERSION).txt
 JOBS := $(shell nproc)
 # Building imports torch, which would load the half-built backend of an earlier install.
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=$(JOBS)
@@ -25,15 +31,15 @@ LANE_BUILD := build/torch-$(TORCH_VERSION)
 EXTENSION := $(LANE_BUILD)/.built
 WHEEL_CHECK := build/wheel-check
 
-.PHONY: install demo test fuzz bench lint wheel-check nkilib-check clean
+.PHONY: install demo test fuzz bench lint wheel-check nkilib-check constraints clean
 
 install: $(EXTENSION)
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml setup.py $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==$(TORCH_VERSION) $(EXTRA_PACKAGES) ninja setuptools wheel
-	$(BUILD_ENV) TORCH_NEURONX_BUILD_EXTENSION=0 $(PY) -m pip install -q --no-build-isolation -e '.[test,lint]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) torch==$(TORCH_VERSION) $(EXTRA_PACKAGES) ninja setuptools wheel
+	$(BUILD_ENV) TORCH_NEURONX_BUILD_EXTENSION=0 $(PY) -m pip install -q -c $(CONSTRAINTS) --no-build-isolation -e '.[test,lint]'
 	touch $(STAMP)
 
 # Compiles what changed (ninja) and relinks.
@@ -72,7 +78,7 @@ wheel-check: install
 	git ls-files -z | xargs -0 tar -c | tar -x -C $(WHEEL_CHECK)/src
 	cd $(WHEEL_CHECK)/src && $(BUILD_ENV) $(CURDIR)/$(PY) -m pip wheel -q --no-build-isolation --no-deps -w ../dist .
 	$(PYTHON) -m venv $(WHEEL_CHECK)/venv
-	$(WHEEL_CHECK)/venv/bin/python -m pip install -q torch==$(TORCH_VERSION) $(WHEEL_CHECK)/dist/*.whl
+	$(WHEEL_CHECK)/venv/bin/python -m pip install -q -c $(CONSTRAINTS) torch==$(TORCH_VERSION) $(WHEEL_CHECK)/dist/*.whl
 	cd $(WHEEL_CHECK) && venv/bin/python -c "import torch, torch_neuronx; \
 		assert torch_neuronx.__file__.startswith('$(CURDIR)/$(WHEEL_CHECK)/venv/'), torch_neuronx.__file__; \
 		print(torch.linalg.inv(2 * torch.eye(2, device='neuron')).cpu().tolist(), torch_neuronx.__version__)"
@@ -88,6 +94,11 @@ $(NKILIB_STAMP): $(STAMP)
 nkilib-check: install $(NKILIB_STAMP)
 	@test -n "$(NKILIB)" || { echo "usage: make nkilib-check NKILIB=/path/to/nki-library [NKILIB_ARGS=...]"; exit 2; }
 	nice -n 10 $(PY) tools/nkilib_check/run.py $(NKILIB) --out build/nkilib-check $(NKILIB_ARGS)
+
+# The lane's installed versions (less this project) as its constraints file.
+constraints:
+	(sed -n '/^#/p' $(CONSTRAINTS); $(PY) -m pip freeze --exclude-editable) > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 clean:
 	rm -rf build .venv .venv-2.13 torch_neuronx/*.so

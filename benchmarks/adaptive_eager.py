@@ -3,15 +3,18 @@
 (a) elementwise-heavy work: a hand-written GELU-tanh + LayerNorm + residual chain over 1, 4 and
     16 MB tensors, and an Adam step with foreach=False: speedup target >= 1.5;
 (b) the TinyGPT training step: speedup target >= 1.05, and no round slower;
-(c) per-op overhead of small ops when nothing fuses (queue limit 1): microseconds added by the
-    queue, target <= 0.3.
-Both modes run alternately and the median of several rounds is reported, so that load from other
-processes affects both alike. (a) runs on 1 thread and on torch's default thread count; (b) and
-(c) on 1 thread, because on a busy small host multi-threaded runs mostly time the wait for
-descheduled worker threads. Each workload first asserts that the queued results equal the
-unqueued ones bit for bit, so that a broken build cannot report a speedup. (a) and (b) also print
-a bound: the workload's time over the time of what no bit-identical fusion removes, which is the
-most speedup any fusion could give on this host.
+(c) per-op cost of queued ops: elementwise ops on 128 KiB tensors (above the 64 KiB an op
+    needs to be queued), with the queue off, on with a limit of 1 (each op queued and run
+    alone: nothing fuses) and on with the default limit, each against the same op on CPU
+    tensors in the same run; microseconds the queue adds when nothing fuses, target <= 0.3.
+    The counters show how many of the ops were queued.
+Both modes (and in (c) the CPU) run alternately and the median of several rounds is reported, so
+that load from other processes affects them alike. (a) runs on 1 thread and on torch's default
+thread count; (b) and (c) on 1 thread, because on a busy small host multi-threaded runs mostly
+time the wait for descheduled worker threads. Each workload first asserts that the queued
+results equal the unqueued ones bit for bit, so that a broken build cannot report a speedup. (a)
+and (b) also print a bound: the workload's time over the time of what no bit-identical fusion
+removes, which is the most speedup any fusion could give on this host.
 """
 
 import contextlib
@@ -29,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch_neuronx import adaptive_eager, op_policy
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from eager import SMALL_OPS, per_op_us  # noqa: E402
+from eager import per_op_us  # noqa: E402
 from tiny_gpt import TinyGPT, batches  # noqa: E402
 
 MODES = (False, True)
@@ -229,13 +232,33 @@ def tiny_gpt_floor(run, rounds=5):
     return total - statistics.median(removable)
 
 
-def overheads(rounds=7, iters=5000):
-    """Microseconds per small op with the queue off, on with a limit of 1 op (so that each queued
-    op runs alone and nothing fuses) and on with the default limit; and the counters of the
-    nothing-fuses runs."""
-    a, b = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+# Elementwise ops that the queue takes (op_policy.json's fusable section), one result each.
+QUEUED_OPS = {
+    "add": lambda a, b: a + b,
+    "mul_": lambda a, b: a.mul_(1.0),
+    "relu": lambda a, b: torch.relu(a),
+    "where": lambda a, b: torch.where(a > 0, a, b),
+}
+# Float32 elements of (c)'s tensors: 128 KiB, twice what an op needs to be queued.
+QUEUED_NUMEL = 32 * 1024
+
+
+def overheads(rounds=7, iters=2000):
+    """Microseconds per op on CPU tensors and on neuron tensors with the queue off, on with a
+    limit of 1 op (each queued op runs alone, nothing fuses) and on with the default limit; and
+    per neuron mode, the counters of 100 calls of each op."""
+    inputs = {
+        d: (torch.randn(QUEUED_NUMEL, device=d), torch.randn(QUEUED_NUMEL, device=d))
+        for d in ("cpu", "neuron")
+    }
     default_limit = torch.ops.neuron.adaptive_eager()[2]
-    limits = {"off": None, "limit 1": 1, "default": default_limit}
+    # mode: (device, queue limit or None for off)
+    modes = {
+        "cpu": ("cpu", None),
+        "off": ("neuron", None),
+        "limit 1": ("neuron", 1),
+        "default": ("neuron", default_limit),
+    }
 
     def switch(limit):
         if limit is None:
@@ -243,33 +266,30 @@ def overheads(rounds=7, iters=5000):
         else:
             adaptive_eager.enable(limit=limit)
 
-    rows, totals = [], {}
+    rows, counts = [], {mode: {} for mode in modes if mode != "cpu"}
     with host_threads(1):
-        for name, fn in SMALL_OPS.items():
-            samples = {mode: [] for mode in limits}
+        for name, fn in QUEUED_OPS.items():
+            samples = {mode: [] for mode in modes}
             for _ in range(rounds):
-                for mode, limit in limits.items():
+                for mode, (device, limit) in modes.items():
                     switch(limit)
-                    samples[mode].append(per_op_us(fn, a, b, iters))
+                    samples[mode].append(per_op_us(fn, *inputs[device], iters))
                     torch.neuron.synchronize()
-            off, single, default = (statistics.median(samples[m]) for m in limits)
-            rows.append((name, off, single, single - off, default))
-            switch(1)
-            for k, v in stats_of(lambda: [fn(a, b) for _ in range(100)]).items():
-                totals[k] = totals.get(k, 0) + v
-    switch(default_limit)
+            rows.append((name, *(statistics.median(samples[m]) for m in modes)))
+            for mode, counted in counts.items():
+                switch(modes[mode][1])
+                for k, v in stats_of(lambda: [fn(*inputs["neuron"]) for _ in range(100)]).items():
+                    counted[k] = counted.get(k, 0) + v
     adaptive_eager.disable()
-    return rows, totals, default_limit
+    return rows, counts, default_limit
 
 
 def print_stats(name, stats):
     print(f"  stats, one queued run of {name}: {stats}")
 
 
-def main():
-    assert not adaptive_eager.is_enabled(), (
-        "unset TORCH_NEURONX_ENABLE_CONCATENATION: this benchmark switches the queue itself"
-    )
+def elementwise_work():
+    """(a): the GELU chains and Adam steps, queue off and on, with their bounds."""
     threads = sorted({1, torch.get_num_threads()})
     workloads, bounds = [], {}
     for n in threads:
@@ -301,11 +321,14 @@ def main():
     for name, n, *_, stats in workloads:
         print_stats(f"{name}, {n} thread(s)", stats)
 
+
+def training_step():
+    """(b): the TinyGPT training step, queue off and on, with its bound."""
     run = tiny_gpt()
     name, _, off, on, speedup, slowest, stats = measure("TinyGPT, 10 steps", lambda: run, 9)
     bound = off / tiny_gpt_floor(run)
     print(
-        "\n(b) TinyGPT training step (d=128, 2 layers, seq 64, batch 8, AdamW; 1 thread; median "
+        "(b) TinyGPT training step (d=128, 2 layers, seq 64, batch 8, AdamW; 1 thread; median "
         "of 9 paired rounds); 'bound': its time over its time without its fusable and foreach "
         "ops, square roots and divisions excepted"
     )
@@ -316,19 +339,49 @@ def main():
     )
     print_stats(name, stats)
 
-    rows, totals, default_limit = overheads()
+
+def queued_op_cost():
+    """(c): the cost of queued ops against the same ops on CPU tensors."""
+    rows, counts, default_limit = overheads()
     print(
-        "\n(c) per-op overhead, 16-element float32 tensors, 1 thread (median of 7 rounds); "
-        f"'limit 1' runs each queued op alone, 'limit {default_limit}' lets runs fuse"
+        f"(c) per-op cost of queued ops, {QUEUED_NUMEL * 4 // 1024} KiB float32 tensors, 1 "
+        "thread (median of 7 rounds): CPU tensors, and neuron tensors with the queue off, with "
+        f"'limit 1' (each queued op runs alone) and 'limit {default_limit}' (runs may fuse)"
     )
-    fused = f"limit {default_limit} us"
-    print(f"{'op':<12}{'off us':>10}{'limit 1 us':>12}{'added us':>10}{fused:>14}")
-    for name, off, single, added, default in rows:
-        print(f"{name:<12}{off:>10.2f}{single:>12.2f}{added:>10.2f}{default:>14.2f}")
-    mean = statistics.mean(r[3] for r in rows)
-    print(f"{'mean':<34}{mean:>10.2f}   target <= 0.3 us: {'met' if mean <= 0.3 else 'MISSED'}")
-    print_stats("100 of each small op, limit 1", totals)
+    fused = f"limit {default_limit}"
+    print(
+        f"{'op':<8}{'cpu us':>9}{'off us':>9}{'limit 1 us':>12}{fused + ' us':>13}"
+        f"{'added us':>10}{'off/cpu':>9}{'limit 1/cpu':>13}{fused + '/cpu':>13}"
+    )
+    for name, cpu, off, single, default in rows:
+        print(
+            f"{name:<8}{cpu:>9.2f}{off:>9.2f}{single:>12.2f}{default:>13.2f}{single - off:>10.2f}"
+            f"{off / cpu:>9.3f}{single / cpu:>13.3f}{default / cpu:>13.3f}"
+        )
+    # The median over the ops: one op's noise on a busy host does not decide it.
+    added = statistics.median(r[3] - r[2] for r in rows)
+    print(
+        f"{'median':<51}{added:>10.2f}   target <= 0.3 us when nothing fuses: "
+        f"{'met' if added <= 0.3 else 'MISSED'}"
+    )
+    for mode, counted in counts.items():
+        print_stats(f"100 of each op, {mode}", counted)
+
+
+PARTS = {"a": elementwise_work, "b": training_step, "c": queued_op_cost}
+
+
+def main(parts):
+    assert not adaptive_eager.is_enabled(), (
+        "unset TORCH_NEURONX_ENABLE_CONCATENATION: this benchmark switches the queue itself"
+    )
+    unknown = set(parts) - set(PARTS)
+    assert not unknown, f"parts are {', '.join(PARTS)}, not {', '.join(sorted(unknown))}"
+    for i, part in enumerate(parts):
+        print("\n" * bool(i), end="")
+        PARTS[part]()
 
 
 if __name__ == "__main__":
-    main()
+    # `python benchmarks/adaptive_eager.py c` runs part (c) alone; no argument runs all three.
+    main(sys.argv[1:] or list(PARTS))

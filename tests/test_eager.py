@@ -6,12 +6,20 @@ import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils._pytree import tree_flatten
 
 
 def same(neuron_result, cpu_result):
-    if isinstance(neuron_result, (tuple, list)):
-        return all(same(a, b) for a, b in zip(neuron_result, cpu_result))
-    return torch.equal(neuron_result.cpu(), cpu_result)
+    """Every output of `neuron_result` is on neuron and bit-identical to the CPU's, with its
+    dtype, shape and strides; the two have the same structure (tuples, named tuples, lists)."""
+    neuron_leaves, neuron_structure = tree_flatten(neuron_result)
+    cpu_leaves, cpu_structure = tree_flatten(cpu_result)
+    assert neuron_structure == cpu_structure, (neuron_structure, cpu_structure)
+    for i, (n, c) in enumerate(zip(neuron_leaves, cpu_leaves)):
+        assert n.device.type == "neuron", f"output {i} is on {n.device}"
+        assert (n.dtype, n.shape, n.stride()) == (c.dtype, c.shape, c.stride()), i
+        assert torch.equal(n.cpu(), c), f"output {i} differs"
+    return True
 
 
 OPS = {
@@ -36,6 +44,26 @@ OPS = {
     "einsum": lambda x, y: torch.einsum("ij,kj->ik", x, y),
     "pow": lambda x, y: x.abs().pow(y),
 }
+
+
+def test_same_requires_placement_every_output_and_the_layout():
+    x = torch.randn(4, 6)
+    n = x.to("neuron")
+    assert same((n, torch.sort(n, 1)), (x, torch.sort(x, 1)))
+    wrong = {
+        "a result on the CPU": (x.clone(), x),
+        "a wrong second output": ((n, n + 1), (x, x)),
+        "a missing output": ((n,), (x, x)),
+        "a named tuple's wrong indices": (
+            torch.return_types.sort((n, torch.zeros(4, 6, dtype=torch.long, device="neuron"))),
+            torch.return_types.sort((x, torch.zeros(4, 6, dtype=torch.long) + 1)),
+        ),
+        "other strides": (n.t().contiguous().t(), x),
+    }
+    for case, (neuron_result, cpu_result) in wrong.items():
+        with pytest.raises(AssertionError):
+            same(neuron_result, cpu_result)
+            pytest.fail(f"same() accepted {case}")
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -107,11 +135,12 @@ def _module_parity(make, inputs, train=True):
     xs = [i.clone().requires_grad_(i.is_floating_point()) for i in inputs]
     xn = [i.to("neuron").requires_grad_(i.is_floating_point()) for i in inputs]
     out_c, out_n = cpu(*xs), dev(*xn)
-    if isinstance(out_c, tuple):
-        out_c, out_n = out_c[0], out_n[0]
     assert same(out_n, out_c)
-    out_c.float().pow(2).sum().backward()
-    out_n.float().pow(2).sum().backward()
+    # The loss takes every floating output (an LSTM's output and its final states).
+    for outputs in (out_c, out_n):
+        sum(
+            t.float().pow(2).sum() for t in tree_flatten(outputs)[0] if t.is_floating_point()
+        ).backward()
     for pc, pn in zip(cpu.parameters(), dev.parameters()):
         assert same(pn.grad, pc.grad)
     for a, b in zip(xn, xs):

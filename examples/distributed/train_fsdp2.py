@@ -3,7 +3,9 @@
     torchrun --nproc-per-node=4 examples/distributed/train_fsdp2.py --steps 20 --bf16
 
 Every process takes core LOCAL_RANK; collectives run on device memory over gloo's TCP
-transport, so the same command with --nnodes/--rdzv-endpoint spans several hosts.
+transport, so the same command with --nnodes/--rdzv-endpoint spans several hosts. With
+--device cpu the same program trains on CPU tensors through gloo: the reference the neuron run
+must match.
 """
 
 import argparse
@@ -23,12 +25,17 @@ def main():
     parser.add_argument("--batch", type=int, default=8, help="global batch, split across ranks")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--bf16", action="store_true", help="bf16 compute, fp32 gradient reduction")
+    parser.add_argument("--device", choices=("neuron", "cpu"), default="neuron")
     args = parser.parse_args()
 
-    dist.init_process_group("neuron")
+    dist.init_process_group("neuron" if args.device == "neuron" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("neuron", torch.neuron.current_device())
-    mesh = init_device_mesh("neuron", (world,))
+    device = (
+        torch.device("neuron", torch.neuron.current_device())
+        if args.device == "neuron"
+        else torch.device("cpu")
+    )
+    mesh = init_device_mesh(args.device, (world,))
 
     torch.manual_seed(0)
     model = GPT().to(device)
@@ -51,7 +58,7 @@ def main():
         mean = loss.detach().float()
         dist.all_reduce(mean, op=dist.ReduceOp.AVG)
         if rank == 0:
-            print(f"step {step}: loss {mean.item():.4f}", flush=True)
+            print(f"step {step}: loss {mean.item():.6f}", flush=True)
     print(f"rank {rank} of {world} trained on {device}", flush=True)
     dist.destroy_process_group()
 

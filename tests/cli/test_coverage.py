@@ -5,6 +5,7 @@ document, the Markdown report and the exit status."""
 import subprocess
 import sys
 
+import coverage_defects
 import coverage_ops
 import pytest
 import torch
@@ -21,9 +22,26 @@ def ops_sweep(tmp_path_factory):
     markdown = tmp_path_factory.mktemp("coverage") / "ops.md"
     report, proc = run_coverage(
         "--ops",
-        "add,nonzero,to,coverage_test.*",
+        "abs,add,nonzero,to,coverage_test.*",
         "--plugin",
         "coverage_ops",
+        "--workers",
+        "2",
+        "--report",
+        str(markdown),
+    )
+    return report, markdown.read_text(), proc
+
+
+@pytest.fixture(scope="module")
+def defects_sweep(tmp_path_factory):
+    """The coverage_defects plugin's entries; (report, Markdown, process)."""
+    markdown = tmp_path_factory.mktemp("coverage") / "defects.md"
+    report, proc = run_coverage(
+        "--ops",
+        "coverage_defects.*",
+        "--plugin",
+        "coverage_defects",
         "--workers",
         "2",
         "--report",
@@ -40,7 +58,7 @@ def test_each_sample_has_one_outcome_and_the_summary_adds_them_up(ops_sweep):
     report, _, _ = ops_sweep
     assert report["schema"] == "torchneuron.coverage/1"
     entries = _entries(report)
-    assert set(entries) == {"add", "nonzero", "to"} | {
+    assert set(entries) == {"abs", "add", "nonzero", "to"} | {
         f"coverage_test.{name}" for name in coverage_ops.NEURON_KERNELS
     }
     for entry in entries.values():
@@ -55,12 +73,20 @@ def test_each_sample_has_one_outcome_and_the_summary_adds_them_up(ops_sweep):
 
 def test_native_ops_pass_bit_identical_and_fallback_ops_are_named(ops_sweep):
     entries = _entries(ops_sweep[0])
-    add, nonzero = entries["add"], entries["nonzero"]
-    assert add["samples"] > 10 and add["bit_identical"] == add["samples"]
-    assert add["fallback_ops"] == {} and add["notes"] == []
+    absolute, add, nonzero = entries["abs"], entries["add"], entries["nonzero"]
+    assert absolute["bit_identical"] == absolute["samples"] > 0 and not absolute["notes"]
+    assert add["samples"] > 10 and add["passed"] == add["samples"]
+    assert add["fallback_ops"] == {}
+    # Only in-place calls that would broadcast their input raise, as on the CPU.
+    assert add["same_error"] == len(add["notes"]) > 0
+    for note in add["notes"]:
+        assert note["match"] == "same_error" and note["description"].startswith("in-place: ")
+        assert "doesn't match the broadcast shape" in note["detail"]
     assert nonzero["fallback"] == nonzero["samples"] > 0
-    assert nonzero["fallback_ops"] == {"aten::nonzero": nonzero["samples"]}
-    assert ops_sweep[0]["summary"]["fallback_ops"]["aten::nonzero"] == nonzero["samples"]
+    # Its out= samples call the function first, for the shape of the out= tensor.
+    assert set(nonzero["fallback_ops"]) == {"aten::nonzero", "aten::nonzero.out"}
+    summary = ops_sweep[0]["summary"]["fallback_ops"]
+    assert summary["aten::nonzero"] == nonzero["fallback_ops"]["aten::nonzero"]
 
 
 def test_a_deliberate_exclusion_is_named(ops_sweep):
@@ -75,7 +101,9 @@ def test_wrong_results_and_neuron_only_errors_fail(ops_sweep):
     samples = len(coverage_ops.SHAPES)
     off_by_one, raises = entries["coverage_test.off_by_one"], entries["coverage_test.raises"]
     assert off_by_one["failed"] == raises["failed"] == samples
-    assert {n["detail"] for n in off_by_one["notes"]} == {"results differ from the CPU's"}
+    assert {n["detail"] for n in off_by_one["notes"]} == {
+        "results differ from the CPU's (output 0)"
+    }
     for note in raises["notes"]:
         assert note["detail"].startswith("neuron raised RuntimeError: coverage_test.raises")
         assert note["detail"].endswith("the CPU ran")
@@ -112,8 +140,84 @@ def test_the_terminal_shows_the_summary_and_the_entries_with_findings(ops_sweep)
     assert "| Outcomes (samples run) |" in terminal
     assert "| coverage_test.aborts | float32 |" in terminal
     assert "| nonzero | float32 |" in terminal
-    # add's samples all passed bit for bit: nothing to show.
-    assert "| add | float32 |" not in terminal
+    # abs's samples (function, in-place and out=) all passed bit for bit: nothing to show.
+    assert "| abs | float32 |" not in terminal
+    assert "| add | float32 |" in terminal  # in-place calls that raise as on the CPU
+
+
+def _defect(report, name):
+    """The entry of coverage_defects.NAME; every sample it failed has its detail in `details`."""
+    entry = _entries(report)[f"coverage_defects.{name}"]
+    entry["details"] = {n["detail"] for n in entry["notes"] if n["outcome"] == "failed"}
+    return entry
+
+
+def test_a_result_with_other_strides_fails_and_names_them(defects_sweep):
+    entry = _defect(defects_sweep[0], "column_major")
+    assert entry["failed"] == entry["samples"] == len(coverage_defects.SHAPES)
+    (rows, columns), _ = coverage_defects.SHAPES
+    assert any(
+        f"output 0: strides (1, {rows}), storage offset 0, its own storage on neuron, "
+        f"strides ({columns}, 1), storage offset 0, its own storage on the CPU" in detail
+        for detail in entry["details"]
+    ), entry["details"]
+
+
+def test_another_error_of_the_same_type_fails_and_shows_both(defects_sweep):
+    entry = _defect(defects_sweep[0], "other_error")
+    assert entry["failed"] == entry["samples"] and entry["same_error"] == 0
+    for detail in entry["details"]:
+        assert detail.startswith("neuron raised RuntimeError: other_error: the neuron kernel")
+        assert f"the CPU raised RuntimeError: {coverage_defects.CPU_ERROR}" in detail
+
+
+def test_an_input_written_by_the_op_fails(defects_sweep):
+    entry = _defect(defects_sweep[0], "writes_input")
+    assert entry["failed"] == entry["samples"]
+    assert entry["details"] == {"results differ from the CPU's (input 0 after the call)"}
+
+
+def test_an_in_place_variant_that_returns_a_copy_fails(defects_sweep):
+    entry = _defect(defects_sweep[0], "not_in_place")
+    samples = len(coverage_defects.SHAPES)
+    # The function calls pass; the in-place calls return a new tensor and leave the input.
+    assert (entry["samples"], entry["bit_identical"], entry["failed"]) == (
+        2 * samples,
+        samples,
+        samples,
+    )
+    assert entry["details"] == {"outputs ['Tensor'], the CPU's ['input 0 itself']"}
+
+
+def test_an_out_variant_that_ignores_out_fails(defects_sweep):
+    entry = _defect(defects_sweep[0], "ignores_out")
+    samples = len(coverage_defects.SHAPES)
+    assert (entry["samples"], entry["bit_identical"], entry["failed"]) == (
+        2 * samples,
+        samples,
+        samples,
+    )
+    assert entry["details"] == {"outputs ['Tensor'], the CPU's ['out= tensor 0 itself']"}
+
+
+def test_an_entry_whose_samples_cannot_be_made_is_named_and_fails_the_sweep(defects_sweep):
+    report, markdown, proc = defects_sweep
+    assert "coverage_defects.no_samples" not in _entries(report)
+    (item,) = [i for i in report["not_swept"] if i["name"] == "coverage_defects.no_samples"]
+    assert item["reason"] == (
+        "its sample generator failed on the CPU: ValueError: no_samples: this generator is broken"
+    )
+    assert report["summary"]["generator_failures"] == 1
+    assert "## Entries that made no samples (not examined)" in markdown
+    assert "| coverage_defects.no_samples | float32 | its sample generator failed" in markdown
+    assert proc.returncode == 1
+
+
+def test_each_defect_is_named_in_the_report(defects_sweep):
+    report, markdown, _ = defects_sweep
+    for name in ("column_major", "other_error", "writes_input", "not_in_place", "ignores_out"):
+        assert f"| coverage_defects.{name} | float32 |" in markdown, name
+    assert report["summary"]["entries_failing"] == 5
 
 
 def test_modules_and_optimizers_with_gradients():

@@ -83,19 +83,24 @@ def test_visible_cores_leave_the_device_alone(monkeypatch):
     assert torch.neuron.current_device() == 0
 
 
-def test_torchrun_fsdp2_example():
+def test_torchrun_fsdp2_example_matches_the_same_program_on_cpu():
     losses = {}
+    for device in ("neuron", "cpu"):
+        for flags in ((), ("--bf16",)):
+            script = [os.path.join(EXAMPLES, "train_fsdp2.py"), "--steps", "3", *flags]
+            done = torchrun(2, [*script, "--device", device])
+            assert done.returncode == 0, done.stderr
+            # Ranks share torchrun's stdout, so their lines may run into each other.
+            found = re.findall(r"step \d+: loss ([0-9.]+)", done.stdout)
+            assert len(found) == 3, done.stdout
+            losses[device, flags] = found
+            for rank in range(2):
+                where = f"neuron:{rank}" if device == "neuron" else "cpu"
+                assert f"rank {rank} of 2 trained on {where}" in done.stdout
     for flags in ((), ("--bf16",)):
-        done = torchrun(2, [os.path.join(EXAMPLES, "train_fsdp2.py"), "--steps", "3", *flags])
-        assert done.returncode == 0, done.stderr
-        # Ranks share torchrun's stdout, so their lines may run into each other.
-        losses[flags] = [float(v) for v in re.findall(r"step \d+: loss ([0-9.]+)", done.stdout)]
-        assert len(losses[flags]) == 3, done.stdout
-        for rank in range(2):
-            assert f"rank {rank} of 2 trained on neuron:{rank}" in done.stdout
-    # bf16 compute moves the losses, a little.
-    assert losses[()] != losses[("--bf16",)]
-    assert losses[()] == pytest.approx(losses[("--bf16",)], rel=0.05)
+        assert losses["neuron", flags] == losses["cpu", flags], flags
+    # bf16 compute moves the losses.
+    assert losses["neuron", ()] != losses["neuron", ("--bf16",)]
 
 
 def test_torchrun_rank_beyond_emulated_cores():

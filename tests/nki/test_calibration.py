@@ -1,12 +1,16 @@
 """Cost-model calibration against AWS's published device measurements.
 
 Each kernel below re-implements the instruction sequence of a kernel version whose measured
-latency AWS publishes in the Neuron SDK docs (the source is given with each figure); the
-estimate must be within 25% of the figure, and versions must keep the published order.
-nki/README.md tabulates the same figures with the estimates and lists the excluded ones.
+latency AWS publishes in the Neuron SDK docs (the source is given with each figure). Every
+estimate must be the one nki/README.md's calibration table documents, to within its rounding
+(the model is deterministic: any change to a constant moves some row), and versions must keep
+the published order. The accuracy claim, each estimate within 25% of the figure, is made only
+for the rows that no constant was fitted to: the README names the three fitted rows.
 """
 
 import functools
+import os
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +23,31 @@ from nki import cost_model
 
 P, FMAX = 128, 512
 TOLERANCE = 0.25
+# How far an estimate may be from the README's number: its rounding to three or four digits.
+DOCUMENTED_BAND = 0.005
+README = os.path.join(os.path.dirname(__file__), "..", "..", "nki", "README.md")
+
+
+def _value(text):
+    """A published or estimated figure of the README's table in us, or in % for shares."""
+    number, unit = re.match(r"([0-9.]+) ?(us|ms|%)", text).groups()
+    return float(number) * (1e3 if unit == "ms" else 1.0)
+
+
+def _documented():
+    """(published, estimate) of each row of the README's calibration table, in its order."""
+    with open(README) as f:
+        rows = [line.split("|")[1:-1] for line in f if re.match(r"\| \[[MTK]\] \|", line)]
+    return [(_value(cells[3].strip()), _value(cells[4].strip())) for cells in rows]
+
+
+def check_documented(key, estimate, published):
+    """The estimate is the README's, and so is the published figure it is compared with."""
+    documented_published, documented = DOCUMENTED[key]
+    assert documented_published == pytest.approx(published), (key, "published figure")
+    assert estimate == pytest.approx(documented, rel=DOCUMENTED_BAND), (
+        f"{key}: estimate {estimate:.4g}, the README documents {documented:.4g}"
+    )
 
 
 def _execution_us(rep):
@@ -152,6 +181,12 @@ MAMBA = [
 ]
 
 
+# The rows a constant was fitted to (nki/README.md): the kernel start-up to mamba v1 at 256
+# channels, the DMA cost per descriptor to the matmul tutorial's tiled and hoisted versions.
+# They match by construction, so they are no evidence of accuracy.
+FITTED = {("mamba", 1, 256, 512), ("matmul trn1", "tiled"), ("matmul trn1", "hoisted")}
+
+
 @functools.cache
 def mamba_estimate(version, channels, seq):
     return nki.estimate(mamba, *mamba_inputs(channels, seq), version=version, target="trn1")
@@ -165,9 +200,14 @@ def _slow_if(cond):
     "version, channels, seq, published",
     [pytest.param(*row[:4], marks=_slow_if(row[2] > 1024)) for row in MAMBA],
 )
-def test_mamba_within_tolerance_of_published(version, channels, seq, published):
+def test_mamba_estimate_is_documented_and_within_tolerance_of_published(
+    version, channels, seq, published
+):
+    key = ("mamba", version, channels, seq)
     est = mamba_estimate(version, channels, seq).latency_us
-    assert abs(est / published - 1) <= TOLERANCE, f"estimate {est:.1f} us vs {published} us"
+    check_documented(key, est, published)
+    if key not in FITTED:
+        assert abs(est / published - 1) <= TOLERANCE, f"estimate {est:.1f} us vs {published} us"
 
 
 # [M] VectorE active share of the execution period: (version, channels, seq_len, %).
@@ -183,9 +223,12 @@ MAMBA_VECTOR_ACTIVE = [
     "version, channels, seq, published",
     [pytest.param(*row, marks=_slow_if(row[2] > 1024)) for row in MAMBA_VECTOR_ACTIVE],
 )
-def test_mamba_vector_engine_share_within_tolerance(version, channels, seq, published):
+def test_mamba_vector_engine_share_is_documented_and_within_tolerance(
+    version, channels, seq, published
+):
     rep = mamba_estimate(version, channels, seq)
     share = 100 * rep.active_us["vector"] / _execution_us(rep)
+    check_documented(("mamba vector", version, channels, seq), share, published)
     assert abs(share / published - 1) <= TOLERANCE, f"{share:.1f}% vs {published}%"
 
 
@@ -331,6 +374,24 @@ MATMUL_TRN2_ACTIVE = [
 ]
 
 
+# The README's rows in its order: the Mamba latencies and VectorE shares, then the matmul ones.
+ROWS = (
+    [("mamba", *row[:3]) for row in MAMBA]
+    + [("mamba vector", *row[:3]) for row in MAMBA_VECTOR_ACTIVE]
+    + [("matmul trn1", row[0]) for row in MATMUL_TRN1]
+    + [("matmul trn2", *row[:2]) for row in MATMUL_TRN2_ACTIVE]
+)
+DOCUMENTED = dict(zip(ROWS, _documented(), strict=True))
+
+
+def test_the_readme_documents_each_row_and_its_error():
+    with open(README) as f:
+        errors = re.findall(r"\| ([+-][0-9.]+)% \|$", f.read(), re.M)
+    assert len(errors) == len(ROWS)
+    for (published, estimate), error in zip(DOCUMENTED.values(), errors):
+        assert 100 * (estimate / published - 1) == pytest.approx(float(error), abs=0.6)
+
+
 @functools.cache
 def matmul_estimate(version, target, dtype):
     m, k, n = MATMUL_SHAPE
@@ -349,23 +410,26 @@ def test_matmul_versions_compute_the_product(version):
 
 
 @pytest.mark.slow
-def test_matmul_trn1_within_tolerance_of_published_in_published_order():
+def test_matmul_trn1_documented_within_tolerance_of_published_in_published_order():
     estimates = []
     for version, ms, hfu in MATMUL_TRN1:
         rep = matmul_estimate(version, "trn1", torch.bfloat16)
         est_ms = rep.latency_us / 1e3
         est_hfu = 100 * MATMUL_FLOPS / (rep.latency_us * 1e-6) / 91.75e12
-        assert abs(est_ms / ms - 1) <= TOLERANCE, f"{version}: {est_ms:.2f} ms vs {ms} ms"
-        assert abs(est_hfu / hfu - 1) <= TOLERANCE, f"{version}: HFU {est_hfu:.1f}% vs {hfu}%"
+        check_documented(("matmul trn1", version), rep.latency_us, ms * 1e3)
+        if ("matmul trn1", version) not in FITTED:
+            assert abs(est_ms / ms - 1) <= TOLERANCE, f"{version}: {est_ms:.2f} ms vs {ms} ms"
+            assert abs(est_hfu / hfu - 1) <= TOLERANCE, f"{version}: HFU {est_hfu:.1f}% vs {hfu}%"
         estimates.append(est_ms)
     assert estimates == sorted(estimates, reverse=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version, engine, published", MATMUL_TRN2_ACTIVE)
-def test_matmul_trn2_engine_shares_within_tolerance(version, engine, published):
+def test_matmul_trn2_engine_shares_documented_and_within_tolerance(version, engine, published):
     rep = matmul_estimate(version, "trn2", torch.float32)
     share = 100 * rep.active_us[engine] / _execution_us(rep)
+    check_documented(("matmul trn2", version, engine), share, published)
     assert abs(share / published - 1) <= TOLERANCE, f"{share:.1f}% vs {published}%"
 
 

@@ -46,6 +46,7 @@ op_db = [
         dtypes=(torch.float32,),
         sample_inputs_func=_samples,
         supports_autograd=False,
+        supports_out=False,
     )
     for name in NEURON_KERNELS
 ]

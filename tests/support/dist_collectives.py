@@ -2,9 +2,12 @@
 
 Each check runs on all ranks of one neuron process group (dist_harness.suite). The usual
 pattern: run a collective on neuron copies of some per-rank inputs through the neuron
-backend, run it on CPU copies through a pure-gloo group, and require bit-identical tensors.
+backend, run it on CPU copies through a pure-gloo group, and require bit-identical tensors,
+and that the collective made no copy between device and host (it works on device memory in
+place, as the README says).
 """
 
+import contextlib
 import datetime
 import time
 from functools import partial
@@ -41,11 +44,28 @@ def assert_same(neuron, cpu, device):
         assert torch.equal(neuron.cpu(), cpu), (neuron.cpu(), cpu)
 
 
+def host_copies():
+    """The device-to-host and host-to-device copies this process has made so far."""
+    counters = dict(zip(*torch.ops.neuron.counters()))
+    return {name: counters.get(name, 0) for name in ("DeviceToHostCopies", "HostToDeviceCopies")}
+
+
+@contextlib.contextmanager
+def no_host_copies(what):
+    """Fails if the block copies between device and host: a backend that stages through host
+    tensors and copies back would keep the tensors' addresses, and their values, too."""
+    before = host_copies()
+    yield
+    after = host_copies()
+    assert after == before, f"{what} copied between device and host: {before} -> {after}"
+
+
 def versus_gloo(ctx, collective, *args, reference=None, rank=None):
     """collective(*args, group) on neuron (neuron group) vs `reference` or itself on CPU (gloo),
     compared on every rank, or only on `rank` where the result is defined only there."""
     on_neuron, on_cpu = move(list(args), ctx.device), move(list(args), "cpu")
-    collective(*on_neuron, group=dist.group.WORLD)
+    with no_host_copies(collective):
+        collective(*on_neuron, group=dist.group.WORLD)
     (reference or collective)(*on_cpu, group=ctx.gloo)
     if rank in (None, ctx.rank):
         assert_same(on_neuron, on_cpu, ctx.device)
@@ -363,19 +383,23 @@ def check_send_recv(ctx):
 
 
 def check_recv_any_source(ctx):
+    received = []
+
     def gather_any(t, group):
         if ctx.rank != 0:
             dist.send(t, 0, group)
             return
-        senders = set()
         for _ in range(ctx.world - 1):
             buf = torch.zeros_like(t)
-            src = dist.recv(buf, group=group)
-            assert torch.equal(buf.cpu(), torch.full(t.shape, float(src))), (src, buf)
-            senders.add(src)
-        assert senders == set(range(1, ctx.world))
+            received.append((dist.recv(buf, group=group), buf))
 
     versus_gloo(ctx, gather_any, torch.full((4,), float(ctx.rank)))
+    # Checked after the collectives, whose copy counters must not see the check's own copies.
+    for src, buf in received:
+        assert torch.equal(buf.cpu(), torch.full((4,), float(src))), (src, buf)
+    if ctx.rank == 0:
+        senders = [src for src, _ in received]
+        assert sorted(senders) == sorted(2 * list(range(1, ctx.world))), senders
 
 
 def check_async_work_and_futures(ctx):
@@ -452,7 +476,8 @@ def check_zero_copy_in_place(ctx):
     view = base[2:6]
     ptr = view.data_ptr()
     view.fill_(1.0)
-    dist.all_reduce(view)
+    with no_host_copies("all_reduce of a view"):
+        dist.all_reduce(view)
     assert view.data_ptr() == ptr
     expected = torch.zeros(10)
     expected[2:6] = ctx.world

@@ -18,7 +18,8 @@ SUPPORT = os.path.dirname(os.path.abspath(__file__))
 # Tensor.<dtype>(memory_format=torch.channels_last) and Tensor.to(..., channels_last).
 _CONVERSIONS = {"bfloat16", "cdouble", "cfloat", "chalf", "double", "float", "half"}
 _INTEGER_CONVERSIONS = {"bool", "byte", "char", "int", "long", "short"}
-# entry: (exclusion, {sweep: number of its samples that must raise it}).
+# entry: (exclusion, {sweep: number of its samples that must raise it}). A forward sweep calls
+# each sample as a function, and in place and with out= where the op has those variants.
 EXCLUDED = {
     **{name: ("channels_last", {"forward": 1, "grad": 1}) for name in _CONVERSIONS},
     **{name: ("channels_last", {"forward": 1}) for name in _INTEGER_CONVERSIONS},
@@ -28,7 +29,7 @@ EXCLUDED = {
     "nn.functional.max_unpool2d": ("channels_last", {"grad": {"2.13": 144, "2.14": 0}}),
     "nn.functional.max_unpool2d[grad]": ("channels_last", {"grad": {"2.13": 17, "2.14": 0}}),
     "sparse.mm[reduce]": ("sparse", {"forward": 16, "grad": 16}),
-    "sparse.sampled_addmm": ("sparse", {"forward": 8, "grad": 8}),
+    "sparse.sampled_addmm": ("sparse", {"forward": 16, "grad": 8}),
     "to_sparse": ("sparse", {"forward": 2, "grad": 2}),
 }
 NARROWED = (
@@ -45,13 +46,13 @@ QUANTILE_FLOAT64 = (
 )
 # entry: (why some samples cannot match the CPU bit for bit, {sweep: how many}).
 INEXACT = {
-    "float_power": (NARROWED, {"forward": 8, "grad": 8}),
+    "float_power": (NARROWED, {"forward": 16, "grad": 8}),
     "full_like": (NARROWED, {"forward": 2}),
     "new_full": (NARROWED, {"forward": 2}),
     "rand_like": (NARROWED, {"forward": 2}),
     "randn_like": (NARROWED, {"forward": 2}),
-    "log_softmax[with_dtype]": (NARROWED, {"forward": 5, "grad": 5}),
-    "softmax[with_dtype]": (NARROWED, {"forward": 5, "grad": 5}),
+    "log_softmax[with_dtype]": (NARROWED, {"forward": 10, "grad": 5}),
+    "softmax[with_dtype]": (NARROWED, {"forward": 10, "grad": 5}),
     "nn.functional.softmin[with_dtype]": (NARROWED, {"forward": 5, "grad": 5}),
     # renorm_backward's norms: at::toAccumulateType(Float, device) is Double off CUDA and MPS.
     "renorm": (NARROWED_INSIDE, {"grad": 4}),
@@ -64,6 +65,28 @@ INEXACT = {
     ),
     "linalg.lstsq[grad_oriented]": ("as linalg.lstsq", {"forward": None, "grad": None}),
 }
+
+
+# entry: (an open difference from the CPU, a bug to fix, {sweep: number of its failed samples}).
+# Listed so that the sweep still fails on any other; docs/limitations.md names them.
+KNOWN_FAILURES = {
+    "addr": (
+        "Tensor.addr_ on a 0-d tensor: the CPU raises '2D tensor expected, got 0D tensor for "
+        "input'; neuron resizes the tensor to the outer product's shape",
+        {"forward": 2},
+    ),
+}
+# Why an entry is not swept, when the reason is PyTorch's own declaration of the entry (its CPU
+# tests skip the same): jiterator ops are CUDA kernels, and OpInfo lists no float32 (or no
+# float32 gradient) on the CPU for some entries.
+NOT_SWEPT_BY_DECLARATION = (
+    "CUDA only (jiterator)",
+    "no float32 on the CPU",
+    "no float32 gradient on the CPU",
+)
+# entry: why its sample generator cannot run here. Any other entry whose generator fails was
+# not examined, and fails the sweep.
+NOT_SWEPT = {}
 
 
 def run_coverage(*args, env=None, timeout=1500):
@@ -103,11 +126,19 @@ def unexplained(report):
         return expected_count(counts, sweep, version)
 
     problems = []
+    for item in report["not_swept"]:
+        name, reason = item["name"], item["reason"]
+        why = NOT_SWEPT.get(name)
+        if reason not in NOT_SWEPT_BY_DECLARATION and not (why and why in reason):
+            problems.append(f"{name}: not swept, and not listed: {reason}")
     for entry in report["entries"]:
         name = entry["name"]
-        for note in entry["notes"]:
-            if note["outcome"] in ("failed", "crashed"):
-                problems.append(f"{name}#{note['sample']}: {note['outcome']}: {note['detail']}")
+        known, counts = KNOWN_FAILURES.get(name, (None, {}))
+        failing = [n for n in entry["notes"] if n["outcome"] in ("failed", "crashed")]
+        if known is not None and len(failing) == listed(counts):
+            failing = []
+        for note in failing:
+            problems.append(f"{name}#{note['sample']}: {note['outcome']}: {note['detail']}")
         exclusion, counts = EXCLUDED.get(name, (None, {}))
         for other in set(entry["excluded_by"]) - {exclusion}:
             problems.append(f"{name}: {entry['excluded_by'][other]} samples excluded as {other}")

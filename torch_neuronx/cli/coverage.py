@@ -9,6 +9,7 @@ import sys
 import time
 
 from torch_neuronx.cli import info, report, sweep
+from torch_neuronx.cli.sweep import outcomes
 
 SCHEMA = "torchneuron.coverage/1"
 EPILOG = """\
@@ -20,8 +21,13 @@ seed, in worker processes. Its outcome:
   excluded   raised a deliberate exclusion (docs/limitations.md), named: skipped by design
   failed     a result or an error that differs from the CPU's
   crashed    killed its worker process, or ran past --timeout; the sweep goes on
+A forward sample calls the op as a function, and also in place and with out= tensors where
+the op has those variants. The results, their strides and storage offsets, and the inputs as
+the call left them must all match; an error must be the CPU's own, message and all. An entry
+whose sample generator fails makes no samples: nothing of it was examined.
 
-Exit status: 0 when no sample failed or crashed, 1 otherwise, 2 for a usage error. The JSON
+Exit status: 0 when no sample failed or crashed and every entry made its samples, 1 otherwise,
+2 for a usage error. The JSON
 schema (torchneuron.coverage/1) is in docs/cli.md."""
 # Failed samples listed on the terminal; the --report file lists all.
 FAILURES_SHOWN = 50
@@ -161,7 +167,8 @@ def run(args):
         "not_swept": not_swept,
     }
     _write(args, data)
-    failing = data["summary"]["failed"] + data["summary"]["crashed"]
+    summary = data["summary"]
+    failing = summary["failed"] + summary["crashed"] + summary["generator_failures"]
     return 1 if failing else 0
 
 
@@ -253,6 +260,14 @@ def markdown(data, every_entry):
     if s["fallback_ops"]:
         named = ", ".join(f"`{op}` ({_number(n)})" for op, n in s["fallback_ops"].items())
         lines += [f"Ops on the CPU-fallback tier (samples): {named}.", ""]
+    unexamined = [
+        (item["name"], item["dtype"], item["reason"])
+        for item in data["not_swept"]
+        if item["reason"].startswith(outcomes.GENERATOR_FAILED)
+    ]
+    if unexamined:
+        lines += ["## Entries that made no samples (not examined)", ""]
+        lines += [report.table(("Entry", "dtype", "Reason"), unexamined)]
     failures = [
         (e["name"], e["dtype"], note)
         for e in data["entries"]

@@ -144,6 +144,9 @@ def summarize(entries, not_swept):
         "entries_failing": sum(1 for e in entries if e["failed"] or e["crashed"]),
         "not_swept": len(not_swept),
         "not_swept_by": dict(reasons.most_common()),
+        "generator_failures": sum(
+            1 for item in not_swept if item["reason"].startswith(outcomes.GENERATOR_FAILED)
+        ),
         "excluded_by": dict(excluded_by.most_common()),
         "fallback_ops": dict(fallback_ops.most_common()),
     }

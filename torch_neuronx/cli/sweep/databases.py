@@ -16,7 +16,7 @@ import numpy
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from torch_neuronx.cli.sweep.outcomes import Ran
+from torch_neuronx.cli.sweep.outcomes import Ran, layout
 
 SEED = 1234
 DTYPES = {
@@ -71,13 +71,26 @@ def _gradients(outputs, inputs):
     return [g for g in grads if g is not None]
 
 
-def _ran(outputs, extra, output_tree):
-    """A Ran from the output tensors and further results (gradients, state) of one device."""
-    results = outputs + extra
+def _ran(output_tree, outputs, extra=(), inputs=()):
+    """A Ran of one device: the output tensors; `extra` further results as (name, tensor)
+    (gradients, out= tensors, state); `inputs`, the tensors the sample passed, as they are after
+    the call. Each result keeps the layout it had on the device; an output that is one of the
+    inputs is typed as such, so a copy where the CPU returns its input is told apart."""
+    named = [(f"output {i}", t) for i, t in enumerate(outputs)] + list(extra)
+    named += [(f"input {i} after the call", t) for i, t in enumerate(inputs)]
+    arguments = [(f"input {i}", t) for i, t in enumerate(inputs)]
+    arguments += [(name, t) for name, t in extra if name.startswith("out=")]
+
+    def kind(value):
+        same = next((name for name, t in arguments if value is t), None)
+        return type(value).__name__ if same is None else f"{same} itself"
+
     return Ran(
-        results=[t.detach().cpu() for t in results],
-        types=[type(t).__name__ for t in tree_flatten(output_tree)[0]],
-        devices={t.device.type for t in results},
+        results=[t.detach().cpu() for _, t in named],
+        types=[kind(t) for t in tree_flatten(output_tree)[0]],
+        devices={t.device.type for _, t in named[: len(outputs) + len(extra)]},
+        names=[name for name, _ in named],
+        layouts=[layout(t, inputs) for _, t in named],
     )
 
 
@@ -95,6 +108,9 @@ class Ops:
     # Factories with samples that name no device: they are given one, or they would run on the
     # CPU both times.
     DEVICE_DEFAULTED = frozenset(("arange", "linspace", "logspace"))
+    # The ways a forward sample calls the op: as a function, in place (OpInfo's inplace_variant)
+    # and with out= tensors (ops that support out=), each compared as a sample of its own.
+    FUNCTION, INPLACE, OUT = "function", "in-place", "out="
 
     @staticmethod
     def load():
@@ -116,12 +132,21 @@ class Ops:
             return f"no {_dtype_name(dtype)} gradient on the CPU"
         return None
 
-    @staticmethod
-    def samples(op, dtype, grad):
-        return list(op.sample_inputs("cpu", dtype, requires_grad=grad))
+    @classmethod
+    def samples(cls, op, dtype, grad):
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=grad))
+        # Gradients are taken of the function: in-place and out= calls refuse inputs that
+        # require them.
+        variants = [cls.FUNCTION]
+        if not grad:
+            variants += [cls.INPLACE] * (op.inplace_variant is not None)
+            variants += [cls.OUT] * bool(op.supports_out)
+        return [(variant, sample) for variant in variants for sample in samples]
 
-    @staticmethod
-    def describe(sample):
+    @classmethod
+    def describe(cls, sample):
+        variant, sample = sample
+
         def short(value):
             if isinstance(value, torch.Tensor):
                 return f"Tensor{list(value.shape)}"
@@ -130,10 +155,12 @@ class Ops:
             return repr(value)[:40]
 
         kwargs = [f"{k}={short(v)}" for k, v in sample.kwargs.items()]
-        return ", ".join([short(sample.input), *map(short, sample.args), *kwargs])
+        described = ", ".join([short(sample.input), *map(short, sample.args), *kwargs])
+        return described if variant == cls.FUNCTION else f"{variant}: {described}"
 
     @classmethod
     def run(cls, op, sample, device, dtype, grad):
+        variant, sample = sample
         move = _move(device)
         if op.name in cls.HOST_ARGUMENTS:
             inp, args, kwargs = move(sample.input), sample.args, sample.kwargs
@@ -141,15 +168,39 @@ class Ops:
             inp, args, kwargs = tree_map(move, (sample.input, sample.args, sample.kwargs))
         if op.name in cls.DEVICE_DEFAULTED and "device" not in kwargs:
             kwargs = {**kwargs, "device": device}
+        inputs = _tensors((inp, args, kwargs))
+        extra = []
         seed()
-        out = op(inp, *args, **kwargs)
+        if variant == cls.INPLACE:
+            out = op.inplace_variant(inp, *args, **kwargs)
+        elif variant == cls.OUT:
+            kwargs = {**kwargs, "out": cls._zeros_like(op(inp, *args, **kwargs))}
+            extra = [(f"out= tensor {i}", t) for i, t in enumerate(_tensors(kwargs["out"]))]
+            seed()
+            out = op(inp, *args, **kwargs)
+        else:
+            out = op(inp, *args, **kwargs)
         if grad:
             out = sample.output_process_fn_grad(out)
         outputs = _tensors(out)
-        grads = _gradients(outputs, _tensors((inp, args, kwargs))) if grad else []
+        grads = _gradients(outputs, inputs) if grad else []
+        extra += [(f"gradient {i}", g) for i, g in enumerate(grads)]
+        ran = _ran(out, outputs, extra, inputs)
         if op.name in cls.UNINITIALISED:
-            outputs = [torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in outputs]
-        return _ran(outputs, grads, out)
+            # Only the metadata of uninitialised memory can be compared; the layouts stay.
+            ran.results = [
+                torch.zeros_like(t) if name.startswith("out") else t
+                for name, t in zip(ran.names, ran.results)
+            ]
+        return ran
+
+    @staticmethod
+    def _zeros_like(result):
+        """out= tensors shaped like the op's own result (a tensor or a tuple of them),
+        zero-filled so that an op which leaves them untouched is seen."""
+        if isinstance(result, torch.Tensor):
+            return torch.zeros_like(result)
+        return tuple(torch.zeros_like(t) for t in result)
 
 
 class Modules:
@@ -211,7 +262,9 @@ class Modules:
         grads = []
         if grad:
             grads = _gradients(outputs, _tensors((args, kwargs)) + list(module.parameters()))
-        return _ran(outputs, grads + list(module.state_dict().values()), out)
+        extra = [(f"gradient {i}", g) for i, g in enumerate(grads)]
+        extra += [(f"state {name}", t) for name, t in module.state_dict().items()]
+        return _ran(out, outputs, extra)
 
 
 class Optimizers:
@@ -290,10 +343,14 @@ class Optimizers:
             for _, value in sorted(optimizer.state[p].items())
             if isinstance(value, torch.Tensor)
         ]
+        names = [f"parameter {i}" for i in range(len(params))]
+        names += [f"state {i}" for i in range(len(state))]
         return Ran(
             results=[t.detach().cpu() for t in params + state],
             types=[type(t).__name__ for t in params + state],
             devices={p.device.type for p in params},
+            names=names,
+            layouts=[layout(t) for t in params + state],
         )
 
 

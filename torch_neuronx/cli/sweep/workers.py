@@ -79,7 +79,7 @@ def _run_task(connection, entry, task, start):
     try:
         samples = database.samples(entry, dtype, task.grad)
     except Exception as e:  # noqa: BLE001 - a generator that fails on the CPU makes no samples
-        connection.send((SKIPPED, f"its sample generator failed on the CPU: {_first_line(e)}"))
+        connection.send((SKIPPED, f"{outcomes.GENERATOR_FAILED}: {_first_line(e)}"))
         return
     connection.send((SAMPLES, len(samples)))
     for index in range(start, len(samples)):
