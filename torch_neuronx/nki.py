@@ -8,6 +8,11 @@ import sys
 import nki
 import nki.torch_integration  # noqa: F401  (the one submodule nki does not import itself)
 
+# nki loads its public names on first use; load them all now, so that each of its modules has
+# its alias below.
+for _public in dir(nki):
+    getattr(nki, _public)
+
 for _name, _module in list(sys.modules.items()):
     if _name == "nki" or _name.startswith("nki."):
         sys.modules["torch_neuronx." + _name] = _module
