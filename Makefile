@@ -69,14 +69,12 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/clang-format --dry-run --Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h')
 
-# A wheel built from the tracked files installs into a fresh venv and runs an op on the device.
-# It builds in a copy: a wheel build places the Python files beside the extension, where they
-# would shadow this checkout's.
+# A wheel built from the checkout installs into a fresh venv and runs an op on the device. The
+# wheel's files are staged in a build_lib of their own (beside the extension, they would shadow
+# this checkout's Python files); the lane's compiled objects are reused, so nothing recompiles.
 wheel-check: install
 	rm -rf $(WHEEL_CHECK)
-	mkdir -p $(WHEEL_CHECK)/src
-	git ls-files -z | xargs -0 tar -c | tar -x -C $(WHEEL_CHECK)/src
-	cd $(WHEEL_CHECK)/src && $(BUILD_ENV) $(CURDIR)/$(PY) -m pip wheel -q --no-build-isolation --no-deps -w ../dist .
+	$(BUILD_ENV) TORCH_NEURONX_BUILD_LIB=$(WHEEL_CHECK)/lib $(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_CHECK)/dist .
 	$(PYTHON) -m venv $(WHEEL_CHECK)/venv
 	$(WHEEL_CHECK)/venv/bin/python -m pip install -q -c $(CONSTRAINTS) torch==$(TORCH_VERSION) $(WHEEL_CHECK)/dist/*.whl
 	cd $(WHEEL_CHECK) && venv/bin/python -c "import torch, torch_neuronx; \

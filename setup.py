@@ -42,6 +42,13 @@ setup(
     else [],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     # On `build`, which build_ext and bdist_wheel both take their directories from: a wheel packs
-    # what `build` placed in its build_lib.
-    options={"build": {"build_temp": f"{BUILD_DIR}/temp", "build_lib": f"{BUILD_DIR}/lib"}},
+    # what `build` placed in its build_lib. `make wheel-check` gives the wheel a build_lib of its
+    # own (the Python files it holds must not shadow the checkout's) and keeps build_temp, so
+    # ninja reuses the lane's objects.
+    options={
+        "build": {
+            "build_temp": f"{BUILD_DIR}/temp",
+            "build_lib": os.environ.get("TORCH_NEURONX_BUILD_LIB", f"{BUILD_DIR}/lib"),
+        }
+    },
 )

@@ -32,8 +32,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch_neuronx import adaptive_eager, op_policy
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from eager import per_op_us  # noqa: E402
-from tiny_gpt import TinyGPT, batches  # noqa: E402
+from eager import per_op_us
+from tiny_gpt import TinyGPT, batches
 
 MODES = (False, True)
 ADAM_SHAPES = ((1024, 512), (1024,), (512, 1024), (512,))

@@ -26,7 +26,7 @@ import torch
 import torch_neuronx._dynamo as neuron_dynamo
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from tiny_gpt import TinyGPT, batches  # noqa: E402
+from tiny_gpt import TinyGPT, batches
 
 CONFIG = dict(vocab=64, d=128, heads=4, layers=2, seq=64)
 BATCH = 8

@@ -14,7 +14,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from tiny_gpt import TinyGPT, batches  # noqa: E402
+from tiny_gpt import TinyGPT, batches
 
 SMALL_OPS = {
     "add": lambda a, b: a + b,

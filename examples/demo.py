@@ -8,7 +8,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tiny_gpt import train  # noqa: E402
+from tiny_gpt import train
 
 STEPS = int(os.environ.get("DEMO_STEPS", "200"))
 

@@ -3,7 +3,8 @@
 Kernels are written against ``nki.language`` (nl) and ``nki.isa`` (nisa) and decorated with
 ``@nki.jit``; calls run them on the arguments' memory (numpy, CPU or neuron tensors) with
 stricter checks than AWS's simulator, and ``nki.estimate`` gives an analytical trn2/trn3
-latency estimate.  PyTorch integration lives in ``nki.torch_integration``.  The simulator
+latency estimate.  PyTorch integration lives in ``nki.torch_integration``; tools observe
+launches and validation failures through ``nki.listeners``.  The simulator
 itself is the private ``nki._src`` package.
 
 The public names load on first use (PEP 562): the device runtime reads the platform table and
@@ -27,13 +28,14 @@ _PUBLIC = {
     "isa": ".isa",
     "jit": "._src.jit",
     "language": ".language",
+    "listeners": ".listeners",
     "per_rank": "._src.jit",
     "simulate": "._src.jit",
     "typing": ".typing",
 }
 
 if TYPE_CHECKING:
-    from . import collectives, cost_model, dtype, isa, language, typing
+    from . import collectives, cost_model, dtype, isa, language, listeners, typing
     from ._src.cost_model import CostReport, benchmark, estimate
     from ._src.errors import NkiValidationError
     from ._src.jit import Kernel, cpu_simulate, jit, per_rank, simulate

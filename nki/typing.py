@@ -26,7 +26,7 @@ class TensorType:
         return hash((self.dtype, self.shape))
 
 
-class tensor:  # noqa: N801 - NKI name
+class tensor:
     """``tensor[d0, d1, ...]`` or ``tensor[dtype, d0, ...]`` builds a TensorType annotation."""
 
     def __class_getitem__(cls, item):
@@ -39,5 +39,5 @@ class tensor:  # noqa: N801 - NKI name
         return TensorType(dtype, tuple(items))
 
 
-class mutable_tensor(tensor):  # noqa: N801 - NKI name
+class mutable_tensor(tensor):
     """Annotates an argument the kernel writes in place; same subscript forms as ``tensor``."""

@@ -140,7 +140,7 @@ def test_op_without_a_cpu_kernel_is_refused_and_not_reported_as_a_fallback():
 
 def test_pytorch_own_namespace_runs_natively():
     # FSDP2's fsdp::copy_ has CPU and CUDA kernels but none for neuron.
-    import torch.distributed.fsdp  # noqa: F401  (defines fsdp::copy_)
+    import torch.distributed.fsdp
 
     target, source = torch.zeros(6, device="neuron"), torch.randn(6)
     _, fallback, native = _tracked(torch.ops.fsdp.copy_, target, source.to("neuron"))

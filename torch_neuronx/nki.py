@@ -6,7 +6,7 @@ twice and register its torch ops twice."""
 import sys
 
 import nki
-import nki.torch_integration  # noqa: F401  (the one submodule nki does not import itself)
+import nki.torch_integration
 
 # nki loads its public names on first use; load them all now, so that each of its modules has
 # its alias below.

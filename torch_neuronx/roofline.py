@@ -19,8 +19,10 @@ Model, per op, on one logical NeuronCore (LNC physical cores):
 """
 
 import collections
+import contextlib
 import dataclasses
 
+from torch_neuronx._markdown import table
 from torch_neuronx.platforms import PLATFORMS, SDK, SOURCES
 
 LABEL = "ESTIMATE"
@@ -212,7 +214,10 @@ class Recorder:
         self._mode.__enter__()
         if self.split_steps:
             self._hooks.append(optimizer.register_optimizer_step_post_hook(self._optimizer_step))
-        self._patch_nki()
+        import nki.listeners
+
+        self._subscription = nki.listeners.subscribe(launch=self._on_launch)
+        self._subscription.__enter__()
         self._patch_sdpa()
         return self
 
@@ -222,7 +227,7 @@ class Recorder:
         self._mode.__exit__(*exc)
         for hook in self._hooks:
             hook.remove()
-        self._unpatch_nki()
+        self._subscription.__exit__(*exc)
         torch.nn.functional.scaled_dot_product_attention = self._original_sdpa
 
     def _optimizer_step(self, optimizer, args, kwargs):
@@ -251,11 +256,8 @@ class Recorder:
             return 1 if not inputs[0].is_floating_point() else 1.0
         if func.namespace == "nki":
             self._record_nki_call(args)
-            self._inside_kernel += 1
-            try:
+            with self._kernel_body():
                 return func(*args, **kwargs)
-            finally:
-                self._inside_kernel -= 1
         kernels = self._kernels
         out = func(*args, **kwargs)
         if self._kernels != kernels:  # a custom op (nki_op) whose cost is its NKI kernels'
@@ -345,30 +347,24 @@ class Recorder:
         )
 
     def _record_nki_call(self, args):
-        from nki._src import torch_integration
+        from nki.torch_integration import decode_call
 
-        kernel_id, grid, consts, tensors = args
-        launch = torch_integration._KERNELS[kernel_id][tuple(grid)]
-        call_args, call_kwargs = torch_integration._decode(consts, tensors)
-        self._record_kernel(launch, call_args, call_kwargs)
+        self._record_kernel(*decode_call(*args))
 
-    def _patch_nki(self):
-        from nki._src import jit, runtime
+    @contextlib.contextmanager
+    def _kernel_body(self):
+        """While a kernel runs, the simulator's own torch ops are not the model's."""
+        self._inside_kernel += 1
+        try:
+            yield
+        finally:
+            self._inside_kernel -= 1
 
-        recorder, original = self, jit.Launch.__call__
-
-        def call(launch, *args, **kwargs):
-            if recorder._inside_kernel or runtime.inside_kernel():
-                return original(launch, *args, **kwargs)
-            recorder._record_kernel(launch, args, kwargs)
-            recorder._inside_kernel += 1
-            try:
-                return original(launch, *args, **kwargs)
-            finally:
-                recorder._inside_kernel -= 1
-
-        self._original_call = original
-        jit.Launch.__call__ = call
+    def _on_launch(self, launch, args, kwargs):
+        if self._inside_kernel:
+            return None
+        self._record_kernel(launch, args, kwargs)
+        return self._kernel_body()
 
     def _patch_sdpa(self):
         """On meta tensors, SDPA runs the fused kernel the neuron device runs (a host composite
@@ -387,11 +383,6 @@ class Recorder:
             return fused(q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
 
         torch.nn.functional.scaled_dot_product_attention = sdpa
-
-    def _unpatch_nki(self):
-        from nki._src import jit
-
-        jit.Launch.__call__ = self._original_call
 
 
 # ---------------------------------------------------------------- costing
@@ -575,8 +566,6 @@ def _count(value, unit=""):
 
 def markdown(data, top=12):
     """Markdown of a ``to_dict()`` report."""
-    from torch_neuronx.cli.report import table
-
     platforms = data["platforms"]
     ranks = f"; {data['world_size']} ranks" if data["world_size"] > 1 else ""
     blocks = [

@@ -98,7 +98,7 @@ def static_range(*args, **kwargs):
     return new.static_range(*args)
 
 
-class par_dim(int):  # noqa: N801 - NKI name
+class par_dim(int):
     """Marks the partition dimension of an on-chip tensor shape; the dimensions in front of
     it are block dimensions (a tensor of (P, F) tiles)."""
 
@@ -106,7 +106,7 @@ class par_dim(int):  # noqa: N801 - NKI name
         return f"nl.par_dim({int(self)})"
 
 
-class spmd_dim:  # noqa: N801 - NKI name
+class spmd_dim:
     """A launch-grid dimension built from sub-dimensions (``nl.nc(2)`` places one on
     NeuronCores); the simulator launches its product of instances in order."""
 
@@ -128,7 +128,7 @@ class spmd_dim:  # noqa: N801 - NKI name
         return f"nl.spmd_dim({', '.join(map(repr, self.dims))})"
 
 
-class nc(spmd_dim):  # noqa: N801 - NKI name
+class nc(spmd_dim):
     """``nl.nc(n)``: a launch-grid dimension spread over ``n`` NeuronCores."""
 
     def __init__(self, count):

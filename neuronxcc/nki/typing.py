@@ -7,7 +7,7 @@ data type; the latter also stands in for an input when calling an ``nki.benchmar
 from nki.typing import TensorType
 
 
-class tensor:  # noqa: N801 - NKI name
+class tensor:
     """``tensor[d0, d1, ...]``, ``tensor[[d0, d1], dtype]`` or ``tensor[dtype, d0, ...]``."""
 
     def __class_getitem__(cls, item):
@@ -22,5 +22,5 @@ class tensor:  # noqa: N801 - NKI name
         return TensorType(rest[0] if rest else None, shape)
 
 
-class mutable_tensor(tensor):  # noqa: N801 - NKI name
+class mutable_tensor(tensor):
     """Annotates an argument the kernel writes in place; same subscript forms as ``tensor``."""

@@ -161,9 +161,9 @@ max = Op("max", "reduce", binary=torch.maximum, reduce=_amax)  # noqa: A001 - NK
 min = Op("min", "reduce", binary=torch.minimum, reduce=_amin)  # noqa: A001 - NKI name
 mean = Op("mean", "reduce", reduce=_reducer(lambda t: t.mean(-1)))
 var = Op("var", "reduce", reduce=_reducer(lambda t: t.var(-1, unbiased=False)))
-all = Op(
+all = Op(  # noqa: A001 - NKI name
     "all",
-    "reduce",  # noqa: A001 - NKI name
+    "reduce",
     reduce=_reducer(lambda t: (t != 0).all(-1).to(torch.float32)),
 )
 

@@ -1,20 +1,16 @@
 """Validation errors raised when a kernel breaks a hardware or API rule."""
 
+from .. import listeners
+
 
 class NkiValidationError(AssertionError):
     """Raised when hardware constraints are violated (an AssertionError, like AWS's simulator)."""
 
 
-# Called with each validation error before it is raised: `torchneuron check` records where
-# kernels break the rules, even when the caller catches the error.
-listeners = []
-
-
 def fail(op, message):
     """Raise a validation error prefixed with the instruction name."""
     error = NkiValidationError(f"{op}: {message}")
-    for listener in listeners:
-        listener(error)
+    listeners.failed(error)
     try:
         raise error
     finally:

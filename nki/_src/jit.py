@@ -16,6 +16,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
+from .. import listeners
 from . import buffers, interop, runtime, spmd, targets
 from .errors import fail
 from .tensor import NkiTensor
@@ -102,10 +103,11 @@ class Launch:
         if runtime.inside_kernel():
             # A kernel called from a running kernel is inlined, as the NKI compiler does.
             return self.kernel.fn(*args, **kwargs)
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        if any(interop.is_fake(x) for x in leaves):
-            return self._fake_outputs(leaves, spec)
-        return self._run(leaves, spec, self.target())[0]
+        with listeners.launching(self, args, kwargs):
+            leaves, spec = pytree.tree_flatten((args, kwargs))
+            if any(interop.is_fake(x) for x in leaves):
+                return self._fake_outputs(leaves, spec)
+            return self._run(leaves, spec, self.target())[0]
 
     def target(self, name=None):
         return targets.get(name or self.kernel.platform_target)

@@ -68,11 +68,15 @@ def _profiled(name, fn):
     return run
 
 
+def decode_call(kernel_id, grid, consts, tensors):
+    """(launch, args, kwargs) of an ``nki::call``: what it launches, with ``tensors`` in place."""
+    return (_KERNELS[kernel_id][tuple(grid)], *_decode(consts, tensors))
+
+
 def _run_call(kernel_id, grid, consts, tensors):
     """Run registered kernel ``kernel_id``; returns (new outputs, final values of written args)."""
-    launch = _KERNELS[kernel_id][tuple(grid)]
     copies = [t.clone() for t in tensors]
-    args, kwargs = _decode(consts, copies)
+    launch, args, kwargs = decode_call(kernel_id, grid, consts, copies)
     result = _profiled(f"nki {launch.kernel.fn.__name__}", launch)(*args, **kwargs)
     special = launch.specialization(args, kwargs)
     outputs = [
@@ -92,7 +96,8 @@ def _call(
 
 @_call.register_fake
 def _call_fake(kernel_id, grid, consts, tensors):
-    special = _KERNELS[kernel_id][tuple(grid)].specialization(*_decode(consts, tensors))
+    launch, args, kwargs = decode_call(kernel_id, grid, consts, tensors)
+    special = launch.specialization(args, kwargs)
     device = tensors[0].device
     news = [
         torch.empty(shape, dtype=dtype.torch, device=device)

@@ -40,7 +40,7 @@ from .._src.isa.shuffle import nc_stream_shuffle
 from .._src.isa.stats import bn_aggr, bn_stats
 from .._src.isa.sync import core_barrier, sendrecv
 from .._src.isa.version import get_nc_version
-from . import constants  # noqa: F401
+from . import constants
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector

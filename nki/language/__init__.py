@@ -1,6 +1,6 @@
 """nki.language: tensors, memory spaces, dtypes, loops and tile-level math."""
 
-from .._src.alu import (  # noqa: A004
+from .._src.alu import (
     abs,
     abs_max,
     abs_min,
@@ -121,7 +121,7 @@ from .._src.language.ranges import (
     sequential_range,
     static_range,
 )
-from .._src.language.ranges import plain_range as range  # noqa: A004 - NKI name
+from .._src.language.ranges import plain_range as range
 from .._src.language.spmd import num_programs, program_id, program_ndim
 from .._src.language.tile_size import tile_size
 from .._src.language.views import broadcast_to, expand_dims

@@ -37,7 +37,7 @@ from torch_neuronx._dynamo import (
 from torch_neuronx._dynamo.runtime import HOST, HostGraph
 
 # Part of every cache key: change it when the same graph would compile differently.
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "4"
 _64BIT = (torch.float64, torch.complex128, torch.int64)
 # Inductor's random ops take 64-bit seeds from these; they are generator state, which eager
 # keeps in the core's generator, not values on the device.
@@ -158,7 +158,9 @@ def _retarget_to_host(gm):
 
 def _apply_64bit_policy(gm):
     """Applies the 64-bit policy after every op that yields 64-bit values, as eager does, but
-    for int64 values that fit in int32 by construction (int_ranges)."""
+    for int64 values that fit in int32 by construction (int_ranges): those are narrowed only
+    where they leave the graph, which gives them eager's strides (Inductor may lay a result out
+    contiguously) without splitting the fusions that consume them inside the graph."""
     if torch.ops.neuron.policy_64bit() == "native":
         return
     proven = int_ranges.int32_by_construction(gm)
@@ -171,8 +173,9 @@ def _apply_64bit_policy(gm):
             or value.numel() == 0
             or _is_view(node.target)
             or node.target in _RNG_SEED_OPS
-            or node in proven
         ):
+            continue
+        if node in proven and not any(user.op == "output" for user in node.users):
             continue
         with gm.graph.inserting_after(node):
             narrowed = gm.graph.call_function(
@@ -180,7 +183,10 @@ def _apply_64bit_policy(gm):
                 (node, f"{_op_name(node)} in a compiled graph", _static(value.stride())),
             )
         narrowed.meta["val"] = value
-        node.replace_all_uses_with(narrowed, delete_user_cb=lambda user: user is not narrowed)
+        keep = (lambda user: user.op == "output") if node in proven else (lambda user: True)
+        node.replace_all_uses_with(
+            narrowed, delete_user_cb=lambda user: user is not narrowed and keep(user)
+        )
     gm.recompile()
 
 

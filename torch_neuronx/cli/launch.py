@@ -162,7 +162,7 @@ def run_target(target, as_module):
         return 1, None
     except KeyboardInterrupt:
         raise
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001 - the user's script failed: report it, as python does
         traceback.print_exception(e)
         return 1, e
     return 0, None

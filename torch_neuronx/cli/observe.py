@@ -68,9 +68,10 @@ class Observer:
         logger.propagate = False
         self._handler = _GraphBreakHandler(self._graph_break_messages)
         logger.addHandler(self._handler)
-        from nki._src import errors
+        import nki.listeners
 
-        errors.listeners.append(self._on_nki_failure)
+        self._nki_subscription = nki.listeners.subscribe(failure=self._on_nki_failure)
+        self._nki_subscription.__enter__()
 
     def _place(self, frame):
         """(site, via, phase) of the Python stack from ``frame`` outward."""
@@ -137,9 +138,7 @@ class Observer:
         """Stops listening; returns the findings' raw data."""
         torch.ops.neuron.set_observing(False)
         logging.getLogger(GRAPH_BREAK_LOGGER).removeHandler(self._handler)
-        from nki._src import errors
-
-        errors.listeners.remove(self._on_nki_failure)
+        self._nki_subscription.__exit__(None, None, None)
         with self._lock:
             events = [
                 {

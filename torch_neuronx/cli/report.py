@@ -6,6 +6,8 @@ import json
 import os
 import sys
 
+from torch_neuronx._markdown import table  # noqa: F401 - the reports' tables
+
 
 def add_output_arguments(parser):
     """Adds --report and --json."""
@@ -37,17 +39,6 @@ def _write_file(path, text):
         os.makedirs(directory, exist_ok=True)
     with open(path, "w") as f:
         f.write(text)
-
-
-def table(headers, rows):
-    """A Markdown table; cells are escaped for the pipe."""
-
-    def cell(value):
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def place(frame):
