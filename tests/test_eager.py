@@ -305,3 +305,19 @@ def test_overlapping_and_identical_arguments_behave_as_on_cpu():
     x = torch.randn(5, device="neuron")
     doubled = 2 * x.cpu()
     assert torch.add(x, x, out=x) is x and torch.equal(x.cpu(), doubled)
+
+
+def test_in_place_composite_passing_self_as_its_out_behaves_as_on_cpu():
+    # Tensor.addr_ hands its self to addr.out as the same C++ reference, which the CPU kernel
+    # tells apart from a separate out (and refuses for a 0-d self); neuron must do the same.
+    def outer_into(device, shape):
+        x = torch.full(shape, 2.0, device=device)
+        x.addr_(torch.arange(3.0, device=device), torch.ones(2, device=device), beta=3, alpha=5)
+        return x.cpu()
+
+    with pytest.raises(RuntimeError, match="2D tensor expected") as on_cpu:
+        outer_into("cpu", ())
+    with pytest.raises(RuntimeError) as on_neuron:
+        outer_into("neuron", ())
+    assert str(on_neuron.value) == str(on_cpu.value)
+    assert torch.equal(outer_into("neuron", (3, 2)), outer_into("cpu", (3, 2)))

@@ -82,7 +82,9 @@ def boolean_mask_ops():
 
 
 def device_selecting_ops():
-    """Composites that pick a kernel by device type; they take the host-kernel path."""
+    """Composites that take the host-kernel path: a decomposition on the device would not
+    reproduce their CPU behaviour (they pick a kernel by device type, or pass self as its own
+    out)."""
     return list(policy()["device_selecting"]["ops"])
 
 

@@ -69,13 +69,7 @@ INEXACT = {
 
 # entry: (an open difference from the CPU, a bug to fix, {sweep: number of its failed samples}).
 # Listed so that the sweep still fails on any other; docs/limitations.md names them.
-KNOWN_FAILURES = {
-    "addr": (
-        "Tensor.addr_ on a 0-d tensor: the CPU raises '2D tensor expected, got 0D tensor for "
-        "input'; neuron resizes the tensor to the outer product's shape",
-        {"forward": 2},
-    ),
-}
+KNOWN_FAILURES = {}
 # Why an entry is not swept, when the reason is PyTorch's own declaration of the entry (its CPU
 # tests skip the same): jiterator ops are CUDA kernels, and OpInfo lists no float32 (or no
 # float32 gradient) on the CPU for some entries.
