@@ -7,6 +7,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 import torch_neuronx
+from torch_neuronx import exclusions
 
 LIMITS = "docs/limitations.md"
 
@@ -164,3 +165,47 @@ def test_fp8_scaled_matmul_takes_the_cpu_fallback_tier():
     out = torch._scaled_mm(n[0], n[1], n[2], n[2], out_dtype=torch.bfloat16)
     assert out.device.type == "neuron" and torch.equal(out.cpu(), expected)
     assert torch_neuronx.get_fallback_ops() == ["aten::_scaled_mm"]
+
+
+def _limitations_rows():
+    """The cells of docs/limitations.md's table, backquotes dropped, a list per row."""
+    with open(LIMITS) as f:
+        lines = [line for line in f if line.startswith("| ") and not line.startswith("| Feature")]
+    return [[cell.strip().replace("`", "") for cell in line.split("|")[1:-1]] for line in lines]
+
+
+def test_every_exclusion_is_documented_with_its_message_and_way_out():
+    # One table (csrc/aten/Exclusions.cpp): the docs row of each entry quotes its error and
+    # offers its way out.
+    rows = _limitations_rows()
+    table = exclusions.table()
+    assert len(table) >= 10
+    undocumented = [
+        row.id
+        for row in table
+        if not any(row.message in message and row.way_out in way for *_, message, way in rows)
+    ]
+    assert undocumented == []
+
+
+@pytest.mark.parametrize(
+    "make, row_id",
+    [
+        (lambda: torch.randn(3, 3, device="neuron").to_sparse(), "sparse"),
+        (
+            lambda: torch.empty(1, 2, 3, 4, device="neuron", memory_format=torch.channels_last),
+            "channels_last",
+        ),
+        (lambda: torch.ones(2, device="neuron").to(torch.float8_e4m3fn) * 2, "fp8_compute"),
+        (lambda: torch.tensor([2**40], device="neuron"), "int64_range"),
+    ],
+)
+def test_errors_come_from_the_table(make, row_id):
+    # The error carries the row's message and way out, and is recognised as that row.
+    row = exclusions.get(row_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises((RuntimeError, NotImplementedError)) as info:
+            make()
+    assert row.message in str(info.value) and f"{row.way_out}; see {LIMITS}" in str(info.value)
+    assert exclusions.raised_by(info.value) == row

@@ -61,7 +61,20 @@ TOTALS = {
             "crashed": 0,
             "entries": 672,
             "not_swept": 30,
-        }
+        },
+        "grad": {
+            "samples": 14106,
+            "passed": 11576,
+            "bit_identical": 11548,
+            "within_tolerance": 27,
+            "same_error": 1,
+            "fallback": 2324,
+            "excluded": 206,
+            "failed": 0,
+            "crashed": 0,
+            "entries": 540,
+            "not_swept": 162,
+        },
     },
 }
 # The samples whose match may move between bit-identical and within tolerance from run to run.

@@ -1,5 +1,6 @@
 // Tensor creation in device memory.
 
+#include "aten/Exclusions.h"
 #include "aten/Policy.h"
 #include "runtime/Allocator.h"
 #include "runtime/Device.h"
@@ -15,10 +16,10 @@ void check_memory_format(std::optional<c10::MemoryFormat> format) {
   auto f = format.value_or(c10::MemoryFormat::Contiguous);
   bool supported = f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve;
   if (!supported) {
-    observe("excluded", "aten::empty.memory_format", "channels_last");
+    observe("excluded", "aten::empty.memory_format", exclusion(Excluded::ChannelsLast).id);
   }
-  TORCH_CHECK(supported, "Neuron tensors only support contiguous or preserve memory format, got ",
-      f, ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
+  TORCH_CHECK(supported, exclusion(Excluded::ChannelsLast).message, ", got ", f, ". ",
+      way_out(Excluded::ChannelsLast));
 }
 
 c10::DeviceIndex device_index(std::optional<c10::Device> device) {

@@ -1,6 +1,7 @@
 #include "aten/Fallback.h"
 
 #include "aten/Counters.h"
+#include "aten/Exclusions.h"
 #include "aten/HostView.h"
 #include "aten/OpQueue.h"
 #include "aten/Policy.h"
@@ -137,10 +138,8 @@ bool is_channels_last(const c10::IValue& v) {
 
 void announce(OpCounts& counts, bool compiled) {
   TORCH_CHECK(fallback_enabled(), "Operator '", counts.name,
-      "' has no native neuron "
-      "implementation and the CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0). Unset "
-      "NEURON_FALLBACK_ENABLED to let it run on the host, or avoid the op; see "
-      "docs/limitations.md");
+      "' has no native neuron implementation and ", exclusion(Excluded::FallbackDisabled).message,
+      ". ", way_out(Excluded::FallbackDisabled));
   counts.fallback.fetch_add(1, std::memory_order_relaxed);
   if (compiled) {
     counts.compiled_fallback.fetch_add(1, std::memory_order_relaxed);
@@ -319,10 +318,10 @@ class HostCall {
         v = c10::Device(c10::DeviceType::CPU);
       }
     } else if (info.memory_format && is_channels_last(v)) {
-      observe("excluded", c10::toString(schema_.operator_name()), "channels_last");
-      TORCH_CHECK(false, "Neuron tensors only support contiguous or preserve memory format, but ",
-          schema_.operator_name(), " was asked for ", static_cast<c10::MemoryFormat>(v.toInt()),
-          ". Keep neuron tensors contiguous (torch.contiguous_format); see docs/limitations.md");
+      const auto& row = exclusion(Excluded::ChannelsLast);
+      observe("excluded", c10::toString(schema_.operator_name()), row.id);
+      TORCH_CHECK(false, row.message, ", but ", schema_.operator_name(), " was asked for ",
+          static_cast<c10::MemoryFormat>(v.toInt()), ". ", way_out(Excluded::ChannelsLast));
     }
   }
 
@@ -369,10 +368,8 @@ class HostCall {
     }
     // The CPU-fallback tier takes FP8 too (FP8 scaled matmul runs there, docs/limitations.md).
     TORCH_CHECK(!is_fp8(t.scalar_type()) || fp8_data_op_ || copy_, schema_.operator_name(), " on ",
-        t.scalar_type(),
-        " neuron tensors: FP8 compute on Trainium needs NKI kernels (FP8 "
-        "tensors can be created, copied and cast here). Cast to bfloat16 first, or write the "
-        "computation as an NKI kernel; see docs/limitations.md");
+        t.scalar_type(), " neuron tensors: ", exclusion(Excluded::FP8Compute).message,
+        " (FP8 tensors can be created, copied and cast here). ", way_out(Excluded::FP8Compute));
     auto* dev = t.storage().unsafeGetStorageImpl();
     const c10::Storage* host = nullptr;
     for (const auto& a : storages_) {
@@ -465,10 +462,10 @@ class HostCall {
       return std::move(h);
     }
     if (h.is_quantized()) {
-      refuse_excluded(kQuantizedTensors, c10::toString(schema_.operator_name()));
+      refuse_excluded(Excluded::Quantized, c10::toString(schema_.operator_name()));
     }
     if (h.layout() != c10::kStrided) {
-      refuse_excluded(kSparseTensors, c10::toString(schema_.operator_name()));
+      refuse_excluded(Excluded::Sparse, c10::toString(schema_.operator_name()));
     }
     for (const auto& ta : tensors_) {
       if (ta.host.unsafeGetTensorImpl() == h.unsafeGetTensorImpl()) {

@@ -1,6 +1,7 @@
 #include "aten/Policy.h"
 
 #include "aten/Counters.h"
+#include "aten/Exclusions.h"
 #include "aten/HostView.h"
 #include "runtime/Config.h"
 
@@ -57,9 +58,9 @@ Policy64 policy_64bit() {
 void check_64bit_dtype(c10::ScalarType dtype, const std::string& source) {
   TORCH_CHECK(
       policy_64bit() != Policy64::Error || !(dtype == c10::kDouble || dtype == c10::kComplexDouble),
-      "64-bit floating point (", dtype, ") is not supported on neuron (", source,
-      "): Trainium has no 64-bit arithmetic and TORCH_NEURONX_64BIT=error refuses it. Use "
-      "float32, or set TORCH_NEURONX_64BIT=narrow; see docs/limitations.md");
+      exclusion(Excluded::Float64).message, " (", dtype, ") is not supported on neuron (", source,
+      "): Trainium has no 64-bit arithmetic and TORCH_NEURONX_64BIT=error refuses it. ",
+      way_out(Excluded::Float64));
 }
 
 void enforce_64bit(const at::Tensor& t, const std::string& source) {
@@ -85,9 +86,9 @@ void narrow_64bit_values(const at::Tensor& host, const std::string& source) {
     constexpr auto kMin = std::numeric_limits<int32_t>::min();
     constexpr auto kMax = std::numeric_limits<int32_t>::max();
     TORCH_CHECK(low >= kMin && high <= kMax, "int64 value ", (low < kMin ? low : high), " from ",
-        source, " does not fit in int32 [", kMin, ", ", kMax,
-        "]: Trainium stores int64 as int32 (TORCH_NEURONX_64BIT=narrow). Keep "
-        "values in range, or set TORCH_NEURONX_64BIT=native; see docs/limitations.md");
+        source, " ", exclusion(Excluded::Int64Range).message, " [", kMin, ", ", kMax,
+        "]: Trainium stores int64 as int32 (TORCH_NEURONX_64BIT=narrow). ",
+        way_out(Excluded::Int64Range));
     return;
   }
   auto narrow = dtype == c10::kDouble ? c10::kFloat : c10::kComplexFloat;
@@ -145,13 +146,6 @@ std::unordered_set<std::string>& fp8_data_ops() {
   return *ops;
 }
 
-void refuse_excluded(const char* feature, const std::string& op) {
-  observe("excluded", op, feature);
-  TORCH_CHECK_NOT_IMPLEMENTED(false, feature, " are not supported on neuron (", op,
-      "): TorchNeuron leaves them out. Keep them on the CPU and move dense tensors to neuron "
-      "instead; see docs/limitations.md");
-}
-
 void log(const std::string& level, const std::string& message) {
   // torch_neuronx defines neuron::log in Python when it loads; before that, warn.
   auto op = c10::Dispatcher::singleton().findSchema({"neuron::log", ""});
@@ -195,34 +189,29 @@ void observe(const char* kind, const std::string& op, const std::string& detail,
 namespace {
 
 // TorchNeuron's exclusions, refused where the dispatcher sends them.
-template <const char* kFeature>
+template <Excluded kWhich>
 void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  refuse_excluded(kFeature, c10::toString(op.schema().operator_name()));
+  refuse_excluded(kWhich, c10::toString(op.schema().operator_name()));
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Sparse>>());
 }
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kSparseTensors>>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Sparse>>());
 }
 
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kNestedTensors>>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Nested>>());
 }
 
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<kQuantizedTensors>>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Quantized>>());
 }
 
 at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
-  observe("excluded", "aten::_make_dual", "Forward-mode automatic differentiation");
-  TORCH_CHECK_NOT_IMPLEMENTED(false,
-      "Forward-mode automatic differentiation (forward_ad dual "
-      "tensors, torch.func.jvp, jacfwd) is not supported on neuron tensors: TorchNeuron leaves "
-      "it out. Use reverse mode (backward, torch.func.vjp, jacrev), or run the forward-mode "
-      "part on the CPU; see docs/limitations.md");
+  refuse_excluded(Excluded::ForwardAD, "aten::_make_dual");
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {

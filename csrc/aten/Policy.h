@@ -41,14 +41,6 @@ bool is_fp8(c10::ScalarType dtype);
 // Ops that only move or reinterpret FP8 data, set once by the op policy.
 std::unordered_set<std::string>& fp8_data_ops();
 
-// Raises the NotImplementedError for a feature TorchNeuron leaves out (sparse, nested,
-// quantized tensors), naming the op that met it.
-[[noreturn]] void refuse_excluded(const char* feature, const std::string& op);
-
-constexpr char kSparseTensors[] = "Sparse tensors (COO, CSR, CSC, BSR, BSC)";
-constexpr char kNestedTensors[] = "Nested tensors";
-constexpr char kQuantizedTensors[] = "Quantized tensors";
-
 // Sends a record to the Python `torch_neuronx` logger.
 void log(const std::string& level, const std::string& message);
 
@@ -57,7 +49,7 @@ void log(const std::string& level, const std::string& message);
 // detail, values), which can name the user's source line. Kinds and their values:
 //   fallback: bytes copied, host nanoseconds (detail "compiled": a compiled graph's call);
 //   int64: values, min, max; float64: values rounded to 32-bit precision;
-//   excluded: none (detail: the feature); no_kernel: none;
+//   excluded: none (detail: the exclusion's id, Exclusions.h); no_kernel: none;
 //   random: elements drawn (detail: the source, "device", "cpu" or "generator");
 //   int64_random: values folded into int32, the range's low and high (exclusive).
 // Calls on per-op paths check observing() first, so no event is built while nobody listens.

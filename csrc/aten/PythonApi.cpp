@@ -2,6 +2,7 @@
 // (it has no pybind).
 
 #include "aten/Counters.h"
+#include "aten/Exclusions.h"
 #include "aten/Fallback.h"
 #include "aten/HostView.h"
 #include "aten/OpQueue.h"
@@ -231,6 +232,19 @@ std::tuple<std::vector<std::string>, std::vector<std::string>> config_variables(
   return {names, defaults};
 }
 
+using Strings = std::vector<std::string>;
+
+std::tuple<Strings, Strings, Strings, Strings> exclusion_table() {
+  Strings ids, features, messages, ways_out;
+  for (const auto& row : exclusions()) {
+    ids.emplace_back(row.id);
+    features.emplace_back(row.feature);
+    messages.emplace_back(row.message);
+    ways_out.emplace_back(row.way_out);
+  }
+  return {ids, features, messages, ways_out};
+}
+
 // Raises the platform's configuration error, where device_count() alone would report 0 cores.
 int64_t count() {
   platform_name();
@@ -341,6 +355,8 @@ TORCH_LIBRARY(neuron, m) {
   m.def("set_platform(str name, int hbm_per_chip, int physical_cores, str error) -> ()",
       &set_platform);
   m.def("config_variables() -> (str[], str[])", &config_variables);
+  m.def(
+      "exclusions() -> (str[] id, str[] feature, str[] message, str[] way_out)", &exclusion_table);
   m.def("platform(int device) -> (str, int, int)", &platform);
   m.def("manual_seed(int device, int seed) -> ()", &manual_seed);
   m.def("seed(int device) -> int", &seed);

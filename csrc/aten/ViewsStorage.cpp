@@ -1,6 +1,7 @@
 // Views, storage and tensor-identity kernels. These touch only metadata, or grow storage
 // through the device allocator, so they run directly on neuron tensors.
 
+#include "aten/Exclusions.h"
 #include "aten/Policy.h"
 #include "runtime/Boundary.h"
 #include "runtime/Device.h"
@@ -22,10 +23,10 @@ const at::Tensor& resize_(
   auto f = memory_format.value_or(c10::MemoryFormat::Contiguous);
   bool supported = f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve;
   if (!supported) {
-    observe("excluded", "aten::resize_", "channels_last");
+    observe("excluded", "aten::resize_", exclusion(Excluded::ChannelsLast).id);
   }
-  TORCH_CHECK(supported, "Neuron tensors only support contiguous or preserve memory format, got ",
-      f, ". See docs/limitations.md");
+  TORCH_CHECK(supported, exclusion(Excluded::ChannelsLast).message, ", got ", f, ". ",
+      way_out(Excluded::ChannelsLast));
   reach(Boundary::Op);
   return at::native::resize_(self, size, memory_format);
 }

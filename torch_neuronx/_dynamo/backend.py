@@ -13,6 +13,7 @@ import torch
 from torch._dynamo import config as dynamo_config
 from torch._guards import CompileContext
 
+from torch_neuronx import exclusions
 from torch_neuronx._dynamo import artifacts, compiler, config, device_interface, metrics
 
 # TorchNeuron compiles static shapes only: a new input shape must be a new static graph, not
@@ -68,12 +69,10 @@ def _require_static_shapes(example_inputs):
             isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape)
         ):
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else x
+            row = exclusions.get("dynamic_shapes")
             raise StaticShapeError(
-                f"torch.compile(backend='neuron') supports static shapes only, but graph input "
-                f"{i} has the symbolic shape {shape} (from dynamic=True or "
-                "torch._dynamo.mark_dynamic). Shapes must be static: compile without them and "
-                "pad or bucket your inputs to a few fixed shapes; each new shape compiles once "
-                "and is cached."
+                f"{row.message}, but graph input {i} has the symbolic shape {shape} (from "
+                f"dynamic=True or torch._dynamo.mark_dynamic). {row.way_out}."
             )
 
 

@@ -4,7 +4,7 @@ import argparse
 import linecache
 import sys
 
-from torch_neuronx import adaptive_eager
+from torch_neuronx import adaptive_eager, exclusions
 from torch_neuronx.cli import report, runs
 
 EPILOG = """\
@@ -32,17 +32,6 @@ FALLBACK_ADVICE = {
     "boolean_mask": "index with integer indices (`nonzero_static`) or use `torch.where`",
     "library_ops": "give it a neuron kernel (an NKI kernel through `torch_neuronx.nki_op`), or "
     "keep it out of the hot loop",
-}
-EXCLUDED_ADVICE = {
-    "Sparse tensors": "keep sparse tensors on the CPU and move dense tensors to neuron",
-    "Nested tensors": "pad to a dense batch, or keep nested tensors on the CPU",
-    "Quantized tensors": "quantize on the CPU; on Trainium use FP8 with NKI kernels",
-    "Forward-mode automatic differentiation": "use reverse mode (`backward`, "
-    "`torch.func.vjp`, `jacrev`), or run that part on the CPU",
-    "channels_last": "keep the default contiguous format (drop "
-    "`memory_format=torch.channels_last`)",
-    "dynamic shapes": "compile with static shapes (no `dynamic=True` or `mark_dynamic`); pad or "
-    "bucket inputs to a few fixed shapes",
 }
 INT32_RANGE = "[-2147483648, 2147483647]"
 # Recompile causes, from Dynamo's guard-failure text.
@@ -358,16 +347,12 @@ def _random_findings(events):
     return findings
 
 
-def _feature_name(detail):
-    return detail.split(" (")[0]
-
-
 def _refusal_findings(events, ended):
     """Excluded features and ops with no implementation: the runtime refused them."""
     groups = {}
     for e in events:
         if e["kind"] == "excluded":
-            groups.setdefault(("excluded", _feature_name(e["detail"])), []).append(e)
+            groups.setdefault(("excluded", e["detail"]), []).append(e)
         elif e["kind"] == "no_kernel":
             groups.setdefault(("no_kernel", e["op"]), []).append(e)
     findings = []
@@ -375,9 +360,10 @@ def _refusal_findings(events, ended):
         fatal = ended([r["site"] for r in rows])
         handled = "" if fatal else HANDLED
         if kind == "excluded":
-            title = f"Excluded feature: {name} (`{rows[0]['op']}`){handled}"
-            advice = EXCLUDED_ADVICE.get(name, "keep it on the CPU")
-            extra = {"feature": name}
+            row = exclusions.get(name)
+            title = f"Excluded feature: {row.feature} (`{rows[0]['op']}`){handled}"
+            advice = row.way_out
+            extra = {"feature": row.feature}
         else:
             title = f"`{name}` has no implementation on neuron (no neuron or CPU kernel){handled}"
             advice = "use an equivalent op that has a CPU implementation"
@@ -495,7 +481,7 @@ def _compile_findings(raw, failed):
                 "title": "Excluded feature: dynamic shapes in torch.compile"
                 if dynamic
                 else f"torch.compile failed on {c['co_name']}: {c['fail_type']}",
-                "advice": EXCLUDED_ADVICE["dynamic shapes"]
+                "advice": exclusions.get("dynamic_shapes").way_out
                 if dynamic
                 else "see the error; TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 runs such "
                 "graphs eagerly",

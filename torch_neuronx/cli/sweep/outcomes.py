@@ -4,6 +4,8 @@ import dataclasses
 
 import torch
 
+from torch_neuronx import exclusions
+
 # A sample's outcome, in the order reports list them.
 PASSED, FALLBACK, EXCLUDED, FAILED, CRASHED = "passed", "fallback", "excluded", "failed", "crashed"
 OUTCOMES = (PASSED, FALLBACK, EXCLUDED, FAILED, CRASHED)
@@ -14,18 +16,6 @@ MATCHES = (BIT_IDENTICAL, WITHIN_TOLERANCE, SAME_ERROR)
 # sweep with such an entry cannot pass.
 GENERATOR_FAILED = "its sample generator failed on the CPU"
 
-# Deliberate exclusions (docs/limitations.md), by a part of the error each one raises.
-EXCLUSIONS = {
-    "channels_last": "only support contiguous or preserve memory format",
-    "sparse": "Sparse tensors (COO, CSR, CSC, BSR, BSC) are not supported on neuron",
-    "nested": "Nested tensors are not supported on neuron",
-    "quantized": "Quantized tensors are not supported on neuron",
-    "forward-mode AD": "Forward-mode automatic differentiation",
-    "FP8 compute": "FP8 compute on Trainium needs NKI kernels",
-    "int64 beyond int32": "does not fit in int32",
-    "64-bit floating point": "64-bit floating point",
-    "CPU fallback disabled": "the CPU fallback is disabled (NEURON_FALLBACK_ENABLED=0)",
-}
 # Entries whose results differ from the CPU's by a documented choice (docs/limitations.md): a
 # failed sample of theirs says so.
 DOCUMENTED_DIFFERENCES = {
@@ -81,9 +71,9 @@ class Verdict:
 
 
 def exclusion(error):
-    """The name of the deliberate exclusion that `error` reports, or None."""
-    message = str(error)
-    return next((name for name, text in EXCLUSIONS.items() if text in message), None)
+    """The id of the deliberate exclusion (docs/limitations.md) that `error` reports, or None."""
+    row = exclusions.raised_by(error)
+    return row.id if row else None
 
 
 def _first_line(error, limit=300):
