@@ -1,7 +1,11 @@
 #include "aten/Exclusions.h"
-#include "aten/Policy.h"
+#include "aten/Upcalls.h"
 
+#include <ATen/Tensor.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 namespace neuron {
 
@@ -60,5 +64,39 @@ void refuse_excluded(Excluded which, const std::string& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, row.message, " (", op, "): TorchNeuron leaves this out. ", way_out(which));
 }
+
+namespace {
+
+// TorchNeuron's exclusions, refused where the dispatcher sends them.
+template <Excluded kWhich>
+void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  refuse_excluded(kWhich, c10::toString(op.schema().operator_name()));
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Sparse>>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Sparse>>());
+}
+
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Nested>>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Quantized>>());
+}
+
+at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
+  refuse_excluded(Excluded::ForwardAD, "aten::_make_dual");
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_make_dual", TORCH_FN(refuse_dual));
+}
+
+} // namespace
 
 } // namespace neuron

@@ -2,6 +2,7 @@
 
 #include "aten/Exclusions.h"
 #include "aten/Policy.h"
+#include "aten/Upcalls.h"
 #include "runtime/Allocator.h"
 #include "runtime/Device.h"
 

@@ -5,6 +5,7 @@
 #include "aten/HostView.h"
 #include "aten/OpQueue.h"
 #include "aten/Policy.h"
+#include "aten/Upcalls.h"
 #include "runtime/Allocator.h"
 #include "runtime/Boundary.h"
 #include "runtime/CoreScope.h"

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace neuron::queue {
@@ -340,19 +341,24 @@ const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operan
   return cache.emplace(key, Plan{std::move(name), rows}).first->second;
 }
 
-void run_fused(std::vector<Entry>& entries,
-    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::DeviceIndex device,
-    c10::ScalarType dtype, c10::IntArrayRef sizes) {
-  const int64_t numel = c10::multiply_integers(sizes);
+// The operands of every entry, in order, and whether the run can treat its tensors as one flat
+// range (all contiguous, of the run's shape, nothing broadcast): then chunks are element
+// ranges, else row ranges of dimension 0.
+struct Operands {
+  std::vector<Operand> all;
+  std::vector<size_t> first; // per entry, the index of its first operand
   bool flat = true;
-  std::vector<Operand> operands;
-  std::vector<size_t> first_operand;
+};
+
+Operands operands_of(const std::vector<Entry>& entries,
+    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::IntArrayRef sizes) {
+  Operands ops;
   for (const auto& e : entries) {
-    first_operand.push_back(operands.size());
+    ops.first.push_back(ops.all.size());
     for (const auto& v : e.args) {
       Operand o;
-      const bool by_rows = v.isTensor() && v.toTensor().device().type() == kNeuron &&
-                           v.toTensor().dim() > 0 &&
+      const bool on_device = v.isTensor() && v.toTensor().device().type() == kNeuron;
+      const bool by_rows = on_device && v.toTensor().dim() > 0 &&
                            (v.toTensor().sizes() == sizes || chunked_by_rows(v.toTensor(), sizes));
       if (by_rows) {
         const auto& t = v.toTensor();
@@ -365,20 +371,20 @@ void run_fused(std::vector<Entry>& entries,
         o.offset = t.storage_offset();
         o.sizes.assign(t.sizes().begin(), t.sizes().end());
         o.strides.assign(t.strides().begin(), t.strides().end());
-        flat &= t.is_contiguous() && t.sizes() == sizes;
-      } else if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
+        ops.flat &= t.is_contiguous() && t.sizes() == sizes;
+      } else if (on_device) {
         // A scalar, or a tensor broadcast along the rows, which splits no chunk into pieces.
-        flat &= v.toTensor().dim() == 0;
+        ops.flat &= v.toTensor().dim() == 0;
         o.whole = host_view(v.toTensor());
       } else {
         o.whole = v;
       }
-      operands.push_back(std::move(o));
+      ops.all.push_back(std::move(o));
     }
   }
-  for (auto& o : operands) {
-    if (o.chunked && flat) {
-      o.sizes = {numel};
+  for (auto& o : ops.all) {
+    if (o.chunked && ops.flat) {
+      o.sizes = {c10::multiply_integers(sizes)};
       o.strides = {1};
     } else if (o.scratch >= 0) {
       // Its values live only in the chunk buffer, which holds a chunk in row-major order.
@@ -389,23 +395,37 @@ void run_fused(std::vector<Entry>& entries,
       }
     }
   }
-  const Plan& plan = plan_for(entries, operands, dtype, sizes, flat);
-  const int64_t rows = flat ? numel : sizes[0];
+  return ops;
+}
+
+// One host buffer per intermediate that lives only in chunks, of at least `bytes`. Host
+// memory, taken before the core's scope so that it is not device memory, and kept per thread
+// between runs: a fresh buffer each run costs page faults on every chunk.
+const std::vector<at::Tensor>& chunk_buffers(size_t count, size_t bytes) {
+  static thread_local std::vector<at::Tensor> buffers;
+  buffers.resize(std::max(buffers.size(), count));
+  for (size_t k = 0; k < count; ++k) {
+    if (!buffers[k].defined() || buffers[k].nbytes() < bytes) {
+      buffers[k] = at::detail::empty_cpu({static_cast<int64_t>(bytes)}, at::kByte);
+    }
+  }
+  return buffers;
+}
+
+void run_fused(std::vector<Entry>& entries,
+    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::DeviceIndex device,
+    c10::ScalarType dtype, c10::IntArrayRef sizes) {
+  const int64_t numel = c10::multiply_integers(sizes);
+  const Operands ops = operands_of(entries, slots, sizes);
+  const Plan& plan = plan_for(entries, ops.all, dtype, sizes, ops.flat);
+  const int64_t rows = ops.flat ? numel : sizes[0];
   const int64_t chunks = (rows + plan.rows_per_chunk - 1) / plan.rows_per_chunk;
   count(Counter::FusedKernels);
   count(Counter::FusedOps, static_cast<int64_t>(entries.size()));
-  // Host memory, taken before the core's scope so that it is not device memory.
-  // Kept per thread between runs: a fresh buffer each run costs page faults on every chunk.
-  static thread_local std::vector<at::Tensor> scratch;
   const auto chunk_bytes = static_cast<size_t>(std::min(plan.rows_per_chunk, rows) *
                                                (numel / std::max<int64_t>(rows, 1))) *
                            c10::elementSize(dtype);
-  scratch.resize(std::max(scratch.size(), slots.size()));
-  for (size_t k = 0; k < slots.size(); ++k) {
-    if (!scratch[k].defined() || scratch[k].nbytes() < chunk_bytes) {
-      scratch[k] = at::detail::empty_cpu({static_cast<int64_t>(chunk_bytes)}, at::kByte);
-    }
-  }
+  const auto& scratch = chunk_buffers(slots.size(), chunk_bytes);
   CoreScope core(device, /*pool=*/true, /*rng=*/false);
   trace::Span kernel(
       trace::Kind::Kernel, device, "fused", [&] { return "nc::fused " + plan.name; });
@@ -418,7 +438,7 @@ void run_fused(std::vector<Entry>& entries,
       stack.clear();
       const size_t n = entries[i].args.size();
       for (size_t k = 0; k < n; ++k) {
-        const auto& o = operands[first_operand[i] + k];
+        const auto& o = ops.all[ops.first[i] + k];
         stack.emplace_back(o.chunked ? c10::IValue(chunk_of(o, dtype, r0, r1, scratch)) : o.whole);
       }
       try {
@@ -523,52 +543,54 @@ c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
   return c10::SmallVector<int64_t, 5>(strides.begin(), strides.end());
 }
 
-bool enqueue(
-    const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& stack, Start start) {
-  const auto& schema = op.schema();
-  const size_t nargs = schema.arguments().size();
-  const size_t first = stack.size() - nargs;
+// The shape of the result, which the tensor operands broadcast to, if the op can be queued:
+// its self is a neuron tensor of a fusable dtype, the result is large enough to be worth it,
+// and every operand is one a chunk of the run can read.
+std::optional<c10::SmallVector<int64_t, 5>> queueable_shape(
+    const Fusion& f, const torch::jit::Stack& stack, size_t first) {
   if (!stack[first].isTensor()) {
-    return decline();
+    return std::nullopt;
   }
-  const at::Tensor self = stack[first].toTensor();
+  const at::Tensor& self = stack[first].toTensor();
   if (self.device().type() != kNeuron || (f.dtypes & dtype_bit(self.scalar_type())) == 0) {
-    return decline();
+    return std::nullopt;
   }
-  // The result's shape, which the tensor operands broadcast to.
   c10::SmallVector<int64_t, 5> shape;
   for (size_t i = first; i < stack.size(); ++i) {
     if (stack[i].isTensor() && !broadcast_into(shape, stack[i].toTensor().sizes())) {
-      return decline();
+      return std::nullopt;
     }
   }
   if (shape.empty() || c10::multiply_integers(shape) * self.itemsize() < kMinBytes) {
-    return decline();
+    return std::nullopt;
   }
   for (size_t i = first; i < stack.size(); ++i) {
     const auto& v = stack[i];
     if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, shape, i == first && f.inplace)
                      : (v.isList() || v.isComplexDouble())) {
-      return decline();
+      return std::nullopt;
     }
   }
-  auto& q = the_queue();
-  {
-    std::lock_guard<std::recursive_mutex> lock(q.mutex);
-    auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
-    if (a != q.alone.end() && a->second.skips_left > 0) {
-      --a->second.skips_left;
-      count(Counter::RunAlone);
-      return false;
-    }
-  }
-  // Outside the lock: gathering the Python stack takes the GIL, which a thread waiting for the
-  // queue may hold.
-  auto issued_at = memory_context::gather(/*cpp=*/false);
+  return shape;
+}
+
+// Whether ops from this start still run at once, having made a run of one op before.
+bool runs_alone(Queue& q, const Start& start) {
   std::lock_guard<std::recursive_mutex> lock(q.mutex);
-  Entry e{&f, {}, std::move(issued_at)};
-  e.args.reserve(nargs + 1);
-  std::vector<Use> uses;
+  auto a = q.entries.empty() ? q.alone.find(start) : q.alone.end();
+  if (a == q.alone.end() || a->second.skips_left <= 0) {
+    return false;
+  }
+  --a->second.skips_left;
+  count(Counter::RunAlone);
+  return true;
+}
+
+// The entry's arguments: the queue's own aliases of neuron tensors, CPU scalars by value;
+// and where the op reads and writes device memory.
+void capture(const Fusion& f, const torch::jit::Stack& stack, size_t first, Entry& e,
+    std::vector<Use>& uses) {
+  e.args.reserve(stack.size() - first + 1);
   for (size_t i = first; i < stack.size(); ++i) {
     const auto& v = stack[i];
     if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
@@ -582,13 +604,23 @@ bool enqueue(
       e.args.push_back(v);
     }
   }
+}
+
+bool compatible_among(const std::vector<Use>& uses) {
   for (size_t i = 0; i < uses.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (!compatible(uses[i], uses[j])) {
-        return decline();
+        return false;
       }
     }
   }
+  return true;
+}
+
+// Runs what is queued first if the op cannot join it: another device, dtype or shape, or an
+// overlap with queued memory that a fused run would get wrong.
+void make_room(
+    Queue& q, const at::Tensor& self, c10::IntArrayRef shape, const std::vector<Use>& uses) {
   if (!q.entries.empty() &&
       (q.device != self.device().index() || q.dtype != self.scalar_type() || shape != q.sizes)) {
     run_locked(q, Boundary::Shape);
@@ -597,48 +629,88 @@ bool enqueue(
     for (const auto& queued : q.uses) {
       if (!compatible(u, queued)) {
         run_locked(q, Boundary::Alias);
-        break;
+        return;
       }
     }
   }
-  c10::IValue result = stack[first];
+}
+
+// The op's result, which the caller gets now: an in-place op's self, or fresh device memory
+// that the run writes, laid out as ATen would lay it out.
+c10::IValue bind_result(Queue& q, const Fusion& f, const c10::OperatorHandle& op,
+    const torch::jit::Stack& stack, size_t first, c10::IntArrayRef shape, Entry& e,
+    std::vector<Use>& uses) {
   if (f.inplace) {
     e.args.push_back(e.args.front());
-  } else {
-    c10::DeviceGuard guard(self.device());
-    bool strided = false;
-    for (size_t i = first; i < stack.size(); ++i) {
-      strided |= stack[i].isTensor() && !stack[i].toTensor().is_contiguous();
-    }
-    at::Tensor out = at::detail::empty_strided_generic(shape,
-        result_strides(op, stack, first, shape, strided), device_allocator(),
-        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.scalar_type());
-    // Fresh memory, so it can alias nothing queued.
-    uses.push_back(use_of(out, /*written=*/true));
-    q.fresh_bytes += static_cast<int64_t>(out.nbytes());
-    e.args.emplace_back(tensor_over(out.storage(), out, c10::DispatchKey::PrivateUse1));
-    result = std::move(out);
+    return stack[first];
   }
+  const at::Tensor& self = stack[first].toTensor();
+  c10::DeviceGuard guard(self.device());
+  bool strided = false;
+  for (size_t i = first; i < stack.size(); ++i) {
+    strided |= stack[i].isTensor() && !stack[i].toTensor().is_contiguous();
+  }
+  at::Tensor out = at::detail::empty_strided_generic(shape,
+      result_strides(op, stack, first, shape, strided), device_allocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.scalar_type());
+  // Fresh memory, so it can alias nothing queued.
+  uses.push_back(use_of(out, /*written=*/true));
+  q.fresh_bytes += static_cast<int64_t>(out.nbytes());
+  e.args.emplace_back(tensor_over(out.storage(), out, c10::DispatchKey::PrivateUse1));
+  return out;
+}
+
+// Adds the entry to the queue, with what the queue now holds of device memory.
+void admit(Queue& q, Entry&& e, const std::vector<Use>& uses, const Start& start,
+    const at::Tensor& self, c10::IntArrayRef shape, bool inplace) {
   if (q.entries.empty()) {
     q.start = start;
     q.device = self.device().index();
     q.dtype = self.scalar_type();
-    q.sizes = shape;
+    q.sizes.assign(shape.begin(), shape.end());
   }
   q.uses.insert(q.uses.end(), uses.begin(), uses.end());
   // An in-place op's out= argument is its self, the same tensor.
-  for (size_t k = 0; k < e.args.size() - (f.inplace ? 1 : 0); ++k) {
+  for (size_t k = 0; k < e.args.size() - (inplace ? 1 : 0); ++k) {
     const auto& v = e.args[k];
     if (v.isTensor() && v.toTensor().device().type() == kNeuron) {
       ++q.held[v.toTensor().storage().unsafeGetStorageImpl()];
     }
   }
-  if (!f.inplace) {
+  if (!inplace) {
     q.allocated.push_back(e.args.back().toTensor().storage().unsafeGetStorageImpl());
   }
   q.entries.push_back(std::move(e));
   g_queued.store(true, std::memory_order_relaxed);
   count(Counter::QueuedOps);
+}
+
+bool enqueue(
+    const Fusion& f, const c10::OperatorHandle& op, torch::jit::Stack& stack, Start start) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack.size() - nargs;
+  auto shape = queueable_shape(f, stack, first);
+  if (!shape) {
+    return decline();
+  }
+  auto& q = the_queue();
+  if (runs_alone(q, start)) {
+    return false;
+  }
+  // Outside the lock: gathering the Python stack takes the GIL, which a thread waiting for the
+  // queue may hold.
+  auto issued_at = memory_context::gather(/*cpp=*/false);
+  std::lock_guard<std::recursive_mutex> lock(q.mutex);
+  Entry e{&f, {}, std::move(issued_at)};
+  std::vector<Use> uses;
+  capture(f, stack, first, e, uses);
+  if (!compatible_among(uses)) {
+    return decline();
+  }
+  const at::Tensor self = stack[first].toTensor();
+  make_room(q, self, *shape, uses);
+  c10::IValue result = bind_result(q, f, op, stack, first, *shape, e, uses);
+  admit(q, std::move(e), uses, start, self, *shape, f.inplace);
   torch::jit::drop(stack, nargs);
   stack.push_back(std::move(result));
   if (static_cast<int64_t>(q.entries.size()) >= g_limit.load(std::memory_order_relaxed) ||

@@ -3,11 +3,10 @@
 #include "aten/Counters.h"
 #include "aten/Exclusions.h"
 #include "aten/HostView.h"
+#include "aten/Upcalls.h"
 #include "runtime/Config.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
@@ -145,79 +144,5 @@ std::unordered_set<std::string>& fp8_data_ops() {
   static auto* ops = new std::unordered_set<std::string>();
   return *ops;
 }
-
-void log(const std::string& level, const std::string& message) {
-  // torch_neuronx defines neuron::log in Python when it loads; before that, warn.
-  auto op = c10::Dispatcher::singleton().findSchema({"neuron::log", ""});
-  if (op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-    op->typed<void(std::string, std::string)>().call(level, message);
-  } else {
-    TORCH_WARN(message);
-  }
-}
-
-namespace {
-std::atomic<bool> g_observing{false};
-} // namespace
-
-bool observing() {
-  return g_observing.load(std::memory_order_relaxed);
-}
-
-void set_observing(bool on) {
-  if (on) {
-    auto op = c10::Dispatcher::singleton().findSchema({"neuron::observe", ""});
-    TORCH_CHECK(op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd),
-        "set_observing(True) needs the op neuron::observe(str kind, str op, str detail, int[] "
-        "values) defined first (torch_neuronx/cli/observe.py defines it)");
-  }
-  g_observing.store(on);
-}
-
-void observe(const char* kind, const std::string& op, const std::string& detail,
-    std::vector<int64_t> values) {
-  if (!observing()) {
-    return;
-  }
-  auto handle = c10::Dispatcher::singleton().findSchema({"neuron::observe", ""});
-  if (handle) {
-    handle->typed<void(std::string, std::string, std::string, std::vector<int64_t>)>().call(
-        kind, op, detail, std::move(values));
-  }
-}
-
-namespace {
-
-// TorchNeuron's exclusions, refused where the dispatcher sends them.
-template <Excluded kWhich>
-void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  refuse_excluded(kWhich, c10::toString(op.schema().operator_name()));
-}
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Sparse>>());
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Sparse>>());
-}
-
-TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Nested>>());
-}
-
-TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse<Excluded::Quantized>>());
-}
-
-at::Tensor refuse_dual(const at::Tensor& primal, const at::Tensor&, int64_t) {
-  refuse_excluded(Excluded::ForwardAD, "aten::_make_dual");
-}
-
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("_make_dual", TORCH_FN(refuse_dual));
-}
-
-} // namespace
 
 } // namespace neuron

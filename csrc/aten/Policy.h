@@ -1,6 +1,6 @@
 #pragma once
 // Trainium behaviours that the emulated device reproduces: 64-bit narrowing, the CPU-fallback
-// switch, FP8 compute, and the log messages that report them.
+// switch and FP8 compute.
 
 #include <ATen/Tensor.h>
 
@@ -40,22 +40,5 @@ bool fallback_enabled();
 bool is_fp8(c10::ScalarType dtype);
 // Ops that only move or reinterpret FP8 data, set once by the op policy.
 std::unordered_set<std::string>& fp8_data_ops();
-
-// Sends a record to the Python `torch_neuronx` logger.
-void log(const std::string& level, const std::string& message);
-
-// `torchneuron check` listens to these policies at work. While observing (set by
-// torch.ops.neuron.set_observing), each event calls the Python op neuron::observe(kind, op,
-// detail, values), which can name the user's source line. Kinds and their values:
-//   fallback: bytes copied, host nanoseconds (detail "compiled": a compiled graph's call);
-//   int64: values, min, max; float64: values rounded to 32-bit precision;
-//   excluded: none (detail: the exclusion's id, Exclusions.h); no_kernel: none;
-//   random: elements drawn (detail: the source, "device", "cpu" or "generator");
-//   int64_random: values folded into int32, the range's low and high (exclusive).
-// Calls on per-op paths check observing() first, so no event is built while nobody listens.
-bool observing();
-void set_observing(bool on);
-void observe(const char* kind, const std::string& op, const std::string& detail = "",
-    std::vector<int64_t> values = {});
 
 } // namespace neuron

@@ -8,6 +8,7 @@
 #include "aten/OpQueue.h"
 #include "aten/Policy.h"
 #include "aten/Routing.h"
+#include "aten/Upcalls.h"
 #include "runtime/Allocator.h"
 #include "runtime/Boundary.h"
 #include "runtime/Config.h"

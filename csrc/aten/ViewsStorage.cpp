@@ -3,6 +3,7 @@
 
 #include "aten/Exclusions.h"
 #include "aten/Policy.h"
+#include "aten/Upcalls.h"
 #include "runtime/Boundary.h"
 #include "runtime/Device.h"
 
