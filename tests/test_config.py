@@ -112,3 +112,75 @@ def test_nki_reads_the_platform_variable_with_the_tables_default():
     variable = config.VARIABLES[nki_platforms.VARIABLE]
     assert variable.reader == "nki"
     assert variable.default == nki_platforms.DEFAULT
+
+
+def test_hardware_only_variables_are_data_apart_from_the_table():
+    """AWS's environment-variable reference (awsdocs-neuron .../torch/reference/env-vars.html)
+    names variables for the compiler, NRT and collectives that the emulator has none of: each
+    is listed once, with why, and none is also a variable we read."""
+    assert not set(config.HARDWARE_ONLY) & set(config.VARIABLES)
+    for name, reason in config.HARDWARE_ONLY.items():
+        assert name == name.upper() and reason and not reason.endswith(".")
+    assert {"NEURON_CC_FLAGS", "TORCH_NEURONX_ENABLE_HOST_CC", "NEURON_RT_ROOT_COMM_ID"} <= set(
+        config.HARDWARE_ONLY
+    )
+
+
+def test_a_hardware_only_variable_set_logs_one_line():
+    code = "import torch\ntorch.ones(1, device='neuron')"
+    out = run_python(
+        code, env={"NEURON_CC_FLAGS": "--auto-cast=none", "COLLECTIVE_MIN_BUCKETS": "2"}
+    )
+    lines = [line for line in out.stderr.splitlines() if "no effect on the emulator" in line]
+    assert len(lines) == 1, out.stderr
+    assert "NEURON_CC_FLAGS=--auto-cast=none" in lines[0] and "COLLECTIVE_MIN_BUCKETS=2" in lines[0]
+    quiet = run_python(code, env={"NEURON_CC_FLAGS": ""})
+    assert "no effect on the emulator" not in quiet.stderr
+
+
+@pytest.mark.parametrize(
+    "env, count",
+    [
+        ({"NEURON_RT_VIRTUAL_CORE_SIZE": "1"}, 8),
+        ({"NEURON_RT_VIRTUAL_CORE_SIZE": "2"}, 4),
+        ({"NEURON_RT_VIRTUAL_CORE_SIZE": "1", "NEURON_LOGICAL_NC_CONFIG": "1"}, 8),
+    ],
+)
+def test_virtual_core_size_is_the_logical_core_size(env, count):
+    """Neuron Explorer's profiling launch sets NEURON_RT_VIRTUAL_CORE_SIZE=2, the runtime's
+    name for the LNC (awsdocs-neuron .../tools/neuron-explorer/how-to-profile-pytorch.html)."""
+    code = (
+        "import torch\n"
+        "p = torch.neuron.get_device_properties(0)\n"
+        "print(torch.neuron.device_count(), p.multi_processor_count)"
+    )
+    out = run_python(code, env=env)
+    assert out.stdout.split() == [str(count), str(8 // count)], out.stderr
+
+
+def test_virtual_core_size_and_lnc_that_disagree_are_refused():
+    code = "import torch\ntorch.ones(1, device='neuron')"
+    out = run_python(
+        code, env={"NEURON_RT_VIRTUAL_CORE_SIZE": "1", "NEURON_LOGICAL_NC_CONFIG": "2"}
+    )
+    assert out.returncode != 0
+    assert "NEURON_LOGICAL_NC_CONFIG=2 and NEURON_RT_VIRTUAL_CORE_SIZE=1 disagree" in out.stderr
+
+
+def test_log_file_and_stack_traces(tmp_path):
+    log = tmp_path / "neuron.log"
+    code = (
+        "import torch\n"
+        "def caller_of_the_fallback():\n"
+        "    return torch.nonzero(torch.ones(3, device='neuron'))\n"
+        "print(caller_of_the_fallback().tolist())\n"
+    )
+    env = {"TORCH_NEURONX_LOG_FILE": str(log), "TORCH_NEURONX_ENABLE_STACK_TRACE": "1"}
+    out = run_python(code, env=env)
+    assert out.stdout.strip() == "[[0], [1], [2]]", out.stderr
+    text = log.read_text()
+    assert "CPU fallback" in text and "torch_neuronx" not in out.stderr
+    assert "Stack (most recent call last)" in text and "caller_of_the_fallback" in text
+    plain = run_python(code, env={"TORCH_NEURONX_LOG_FILE": str(tmp_path / "plain.log")})
+    assert "Stack (most recent call last)" not in (tmp_path / "plain.log").read_text()
+    assert plain.returncode == 0

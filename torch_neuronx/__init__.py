@@ -23,31 +23,42 @@ import torch as _torch
 
 from torch_neuronx import _library
 
-_library.load()
+# TorchNeuron's torch.neuron reference: with another PrivateUse1 backend imported first,
+# torch_neuronx leaves the device registration to it, and torch.neuron is not created.
+_OTHER_BACKEND = _library.other_privateuse1_backend()
+if _OTHER_BACKEND:
+    _library.yield_to(_OTHER_BACKEND)
+else:
+    _library.load()
 
-from torch_neuronx import log as _log  # C++ logs through it
-from torch_neuronx import neuron  # needs the library
+    from torch_neuronx import log as _log  # C++ logs through it
 
-_library.register_device_module(neuron)
+    _log.warn_hardware_only()
+    from torch_neuronx import neuron  # needs the library
 
-from torch_neuronx import adaptive_eager
-from torch_neuronx import distributed  # registers the "neuron" c10d backend
-from torch_neuronx import flex_attention as _flex_attention
-from torch_neuronx import metrics
-from torch_neuronx import profiler
-from torch_neuronx._dynamo import default_backend as _default_backend
-from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
-from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
-from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
-from torch_neuronx.profiler import NeuronConfig, NeuronProfiler, ProfileMode
-from torch_neuronx.rng import get_rng_source, rng_source, set_rng_source
-from torch_neuronx.roofline import estimate
+    _library.register_device_module(neuron)
+    # TorchNeuron's top-level device API is torch.neuron's own functions and classes.
+    globals().update({_name: getattr(neuron, _name) for _name in neuron.DEVICE_API})
 
-metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
-_default_backend.install()
-_flex_attention.install()
+    from torch_neuronx import adaptive_eager
+    from torch_neuronx import distributed  # registers the "neuron" c10d backend
+    from torch_neuronx import flex_attention as _flex_attention
+    from torch_neuronx import metrics
+    from torch_neuronx import profiler
+    from torch_neuronx import profiling
+    from torch_neuronx._dynamo import default_backend as _default_backend
+    from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
+    from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
+    from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+    from torch_neuronx.profiler import NeuronConfig, NeuronProfiler, ProfileMode
+    from torch_neuronx.rng import get_rng_source, rng_source, set_rng_source
+    from torch_neuronx.roofline import estimate
 
-__version__ = _metadata.version("torchneuron")
+    metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
+    _default_backend.install()
+    _flex_attention.install()
+
+__version__ = _metadata.version("torch-neuronx")
 
 
 def __getattr__(name):
@@ -60,6 +71,11 @@ def __getattr__(name):
         from nki import torch_integration
 
         return getattr(torch_integration, name)
+    if _OTHER_BACKEND:
+        raise AttributeError(
+            f"torch_neuronx.{name}: the neuron device is not registered, since PrivateUse1 is "
+            f"the {_OTHER_BACKEND!r} device of a backend imported before torch_neuronx"
+        )
     raise AttributeError(f"module 'torch_neuronx' has no attribute {name!r}")
 
 
@@ -80,8 +96,10 @@ __all__ = [
     "nki",
     "nki_op",
     "profiler",
+    "profiling",
     "wrap_nki",
     "reset_dynamo_metrics",
     "rng_source",
     "set_rng_source",
 ]
+__all__ = [] if _OTHER_BACKEND else [*__all__, *neuron.DEVICE_API]

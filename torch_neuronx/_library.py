@@ -1,5 +1,6 @@
 """Loads the C++ runtime and registers the ``neuron`` device with PyTorch."""
 
+import logging
 import os
 import sys
 
@@ -18,6 +19,22 @@ def _library_path():
     raise ImportError(
         "torch_neuronx's C++ extension is not built. Run `make install` (or "
         "`pip install --no-build-isolation -e .`) in the torchneuron checkout."
+    )
+
+
+def other_privateuse1_backend():
+    """The name of another backend that already owns PrivateUse1, or None."""
+    name = torch._C._get_privateuse1_backend_name()
+    return None if name in ("privateuseone", "neuron") else name
+
+
+def yield_to(backend):
+    """Leaves PrivateUse1 to ``backend``: nothing is loaded or registered."""
+    logging.getLogger("torch_neuronx").warning(
+        "PrivateUse1 is already the %r device of another backend: torch_neuronx leaves it "
+        "registered and creates no neuron device (torch.neuron). Import torch_neuronx first, "
+        "or run without the other backend, to use neuron.",
+        backend,
     )
 
 

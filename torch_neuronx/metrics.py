@@ -1,8 +1,11 @@
 """Counters of what ran on the emulated device: native and fallback ops by name, host/device
-copies, allocations, out-of-memory errors and 64-bit narrowing.
+copies, allocations, out-of-memory errors and 64-bit narrowing; and metrics, timed samples such
+as each compiled graph's compile time (TorchNeuron's ``torch_neuronx.metrics`` API).
 
-With TORCH_NEURONX_METRICS_ENABLED=1 a CSV of every counter is written at exit into
-TORCH_NEURONX_METRICS_DIR (default: the system temporary directory).
+Counting always runs (it costs an addition). With metrics enabled (TORCH_NEURONX_METRICS_ENABLED=1
+or ``set_enabled(True)``) the tables TORCH_NEURONX_ENABLED_METRIC_TABLES names are written at
+exit as CSV files into TORCH_NEURONX_METRICS_DIR (default: the system temporary directory):
+``counters`` (every counter) and ``graph_stats`` (one row per compiled Dynamo graph).
 """
 
 import atexit
@@ -15,8 +18,10 @@ from collections.abc import Callable
 import torch
 
 from torch_neuronx import config
+from torch_neuronx._dynamo import metrics as _dynamo_metrics
 
 _sources = []
+_enabled = False
 
 
 def register_source(counters: Callable[[], dict[str, int]], clear: Callable[[], None]) -> None:
@@ -72,21 +77,124 @@ def report(prefix: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_csv(path: str) -> None:
-    """Writes every counter to ``path`` as name,value rows."""
+def get_metric_names() -> list[str]:
+    """Names of the metrics that have samples."""
+    return sorted(_metric_samples())
+
+
+def get_metric_data(name: str) -> dict | None:
+    """One metric's samples and their sum (None when it has none):
+    ``{"accumulator", "total_samples", "samples", "repr"}``."""
+    samples = _metric_samples().get(name)
+    if not samples:
+        return None
+    total = sum(samples)
+    return {
+        "accumulator": total,
+        "total_samples": len(samples),
+        "samples": samples,
+        "repr": f"{total:.6f}s over {len(samples)} samples",
+    }
+
+
+def _metric_samples():
+    graphs = _dynamo_metrics.get_dynamo_metrics()["graphs"]
+    subgraphs = [s for g in graphs for s in g["subgraphs"] if not s["cache_hit"]]
+    out = {
+        "DynamoCompilationTime": [g["compile_time_s"] for g in graphs],
+        "NeffCompilationTime": [s["compile_time_s"] for s in subgraphs],
+    }
+    return {name: samples for name, samples in out.items() if samples}
+
+
+def report_filtered(counter_names: list[str] | None = None, metric_names: list[str] | None = None):
+    """The report of the named counters and metrics only."""
+    values = counters()
+    rows = [(name, values.get(name, 0)) for name in counter_names or []]
+    width = max([len(k) for k, _ in rows] + [len(m) for m in metric_names or []] + [7])
+    lines = [f"{'Counter':<{width}}  {'Value':>12}", "-" * (width + 14)]
+    lines += [f"{k:<{width}}  {v:>12}" for k, v in rows]
+    for name in metric_names or []:
+        data = get_metric_data(name)
+        lines.append(f"{name:<{width}}  {data['repr'] if data else 'no samples'}")
+    return "\n".join(lines) + "\n"
+
+
+def clear_metrics() -> None:
+    """Forgets every metric's samples (the compiled graphs' records)."""
+    _dynamo_metrics.reset_dynamo_metrics()
+
+
+def clear_all() -> None:
+    """Resets every counter and metric."""
+    clear_counters()
+    clear_metrics()
+
+
+def get_compilation_metrics() -> dict:
+    """The compiler's counters and metrics: graphs, recompiles, cache hits, compile times."""
+    out = dict(_dynamo_metrics.counters())
+    for name in get_metric_names():
+        data = get_metric_data(name)
+        out[name] = {k: data[k] for k in ("accumulator", "total_samples", "repr")}
+    return out
+
+
+def _graph_rows():
+    header = ["name", "compile_id", "recompile", "fallback", "cache_hit", "compile_time_s"]
+    graphs = _dynamo_metrics.get_dynamo_metrics()["graphs"]
+    return [header] + [[g[k] for k in header] for g in graphs]
+
+
+# The tables TORCH_NEURONX_ENABLED_METRIC_TABLES can name, each as the rows of its CSV.
+_TABLES = {
+    "counters": lambda: [["counter", "value"], *sorted(counters().items())],
+    "graph_stats": _graph_rows,
+}
+
+
+def write_csv(path: str, table: str = "counters") -> None:
+    """Writes one table (``counters``: name,value rows; ``graph_stats``) to ``path``."""
+    if table not in _TABLES:
+        raise ValueError(f"no metric table {table!r}; the tables are {', '.join(_TABLES)}")
     with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["counter", "value"])
-        writer.writerows(sorted(counters().items()))
+        csv.writer(f).writerows(_TABLES[table]())
+
+
+def _enabled_tables():
+    names = [t.strip() for t in config.get("TORCH_NEURONX_ENABLED_METRIC_TABLES").split(",")]
+    unknown = [t for t in names if t and t not in _TABLES]
+    if unknown:
+        raise ValueError(
+            f"TORCH_NEURONX_ENABLED_METRIC_TABLES names {', '.join(unknown)}; the tables are "
+            f"{', '.join(_TABLES)}"
+        )
+    return [t for t in names if t]
 
 
 def _write_at_exit():
+    if not _enabled:
+        return
     directory = config.get("TORCH_NEURONX_METRICS_DIR") or tempfile.gettempdir()
     os.makedirs(directory, exist_ok=True)
-    write_csv(
-        os.path.join(directory, f"torch_neuronx_metrics_{os.getpid()}_{int(time.time())}.csv")
-    )
+    stamp = f"{os.getpid()}_{int(time.time())}"
+    for table in _enabled_tables():
+        name = "metrics" if table == "counters" else table
+        write_csv(os.path.join(directory, f"torch_neuronx_{name}_{stamp}.csv"), table)
 
 
-if config.get("TORCH_NEURONX_METRICS_ENABLED"):
-    atexit.register(_write_at_exit)
+def is_enabled() -> bool:
+    """Whether the metric tables are written at exit (TORCH_NEURONX_METRICS_ENABLED)."""
+    return _enabled
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turns writing the metric tables at exit on or off; counting itself always runs."""
+    global _enabled
+    _enabled = bool(enabled)
+    if _enabled:
+        _enabled_tables()  # a bad table name fails here, not at exit
+
+
+set_enabled(config.get("TORCH_NEURONX_METRICS_ENABLED"))
+atexit.register(_write_at_exit)

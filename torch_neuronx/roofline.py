@@ -689,7 +689,7 @@ def plot(data, path):
     except ImportError:
         raise SystemExit(
             "torchneuron estimate: --plot needs matplotlib; install it with "
-            "`pip install 'torchneuron[tools]'` (or `pip install matplotlib`)"
+            "`pip install 'torch-neuronx[tools]'` (or `pip install matplotlib`)"
         ) from None
     platforms = data["platforms"]
     classes = sorted({c for s in platforms.values() for c in s["time_by_class_s"]})
@@ -733,7 +733,7 @@ def estimate(
     if lnc is None:
         from torch_neuronx import config
 
-        lnc = config.get("NEURON_LOGICAL_NC_CONFIG")
+        lnc = config.logical_core_size()
     import torch
 
     # Compiled code runs as its eager ops (as under the CLI): the mode must see them.

@@ -8,6 +8,7 @@
 #include "runtime/Device.h"
 #include "runtime/Trace.h"
 
+#include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -64,6 +65,36 @@ void for_each_tensor(c10::IValue& v, Fn fn) {
   }
 }
 
+// TorchNeuron runs scaled_dot_product_attention as the "overrideable" fused kernel, so
+// sdpa_kernel(SDPBackend.OVERRIDEABLE) selects it. The CPU implementation has no such backend:
+// while the overrideable one is enabled, CPU's fused (flash) and math kernels stand in for it.
+class OverrideableAttention {
+ public:
+  explicit OverrideableAttention(const c10::OperatorHandle& op)
+      : active_(op.schema().name() == "aten::scaled_dot_product_attention" &&
+                at::globalContext().userEnabledOverrideableSDP()),
+        flash_(at::globalContext().userEnabledFlashSDP()),
+        math_(at::globalContext().userEnabledMathSDP()) {
+    if (active_) {
+      at::globalContext().setSDPUseFlash(true);
+      at::globalContext().setSDPUseMath(true);
+    }
+  }
+  ~OverrideableAttention() {
+    if (active_) {
+      at::globalContext().setSDPUseFlash(flash_);
+      at::globalContext().setSDPUseMath(math_);
+    }
+  }
+  OverrideableAttention(const OverrideableAttention&) = delete;
+  OverrideableAttention& operator=(const OverrideableAttention&) = delete;
+
+ private:
+  const bool active_;
+  const bool flash_;
+  const bool math_;
+};
+
 } // namespace
 
 void run_like_cpu(
@@ -100,6 +131,7 @@ void run_like_cpu(
     // Dropout inside these ops draws from the default CPU generator; make that the core's.
     // Results are copied to the device through autograd (ToDevice), so no pool.
     CoreScope core(device->index(), /*pool=*/false, /*rng=*/true);
+    OverrideableAttention attention(op);
     trace::Span kernel(trace::Kind::Kernel, device->index(), "host_composite",
         [&] { return "nc::" + c10::toString(op.schema().operator_name()); });
     op.callBoxed(stack);

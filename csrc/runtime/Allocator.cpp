@@ -32,11 +32,11 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr size_t kSmallLimit = size_t(1) << 20;  // small pool: requests under 1 MiB
 constexpr size_t kClassLimit = size_t(16) << 20; // size classes below 16 MiB
 constexpr size_t kMinBlock = 256;
-constexpr size_t kLargeGranule = size_t(2) << 20;
 constexpr size_t kAlignment = 64;
 
-// Size classes: 256 B steps below 1 MiB keep small tensors tight; quarter powers of two up to
-// 16 MiB bound waste at 25%; larger requests round to 2 MiB so freed blocks are reusable.
+// Size classes, as TorchNeuron's memory-management guide states: requests under 16 MiB round up
+// (256 B steps below 1 MiB keep small tensors tight; quarter powers of two up to 16 MiB bound
+// waste at 25%); requests of 16 MiB and more are not rounded.
 size_t round_size(size_t n) {
   if (n < kMinBlock) {
     return kMinBlock;
@@ -48,7 +48,7 @@ size_t round_size(size_t n) {
     size_t quarter = c10::llvm::PowerOf2Floor(n) / 4;
     return (n + quarter - 1) / quarter * quarter;
   }
-  return (n + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
+  return n;
 }
 
 struct Block {

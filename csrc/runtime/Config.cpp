@@ -10,8 +10,8 @@ namespace neuron::config {
 
 std::vector<std::pair<std::string, std::string>> variables() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& v : {kLogicalCoreConfig, kVisibleCores, kNumCores, kFallbackEnabled,
-           kPolicy64Bit, kConcatenation, kPrologue, kQueueLimit, kRngSource}) {
+  for (const auto& v : {kLogicalCoreConfig, kVirtualCoreSize, kVisibleCores, kNumCores,
+           kFallbackEnabled, kPolicy64Bit, kConcatenation, kPrologue, kQueueLimit, kRngSource}) {
     out.emplace_back(v.name, v.fallback);
   }
   return out;
@@ -55,6 +55,25 @@ int64_t parse_integer(const std::string& value, const char* name) {
 
 int64_t integer(const Variable& v) {
   return parse_integer(text(v), v.name);
+}
+
+const Variable& logical_core_variable() {
+  const char* lnc = std::getenv(kLogicalCoreConfig.name);
+  const char* virtual_size = std::getenv(kVirtualCoreSize.name);
+  return (virtual_size && *virtual_size && !(lnc && *lnc)) ? kVirtualCoreSize : kLogicalCoreConfig;
+}
+
+int64_t logical_core_size() {
+  int64_t lnc = integer(kLogicalCoreConfig);
+  const char* virtual_size = std::getenv(kVirtualCoreSize.name);
+  if (!virtual_size || !*virtual_size) {
+    return lnc;
+  }
+  int64_t size = integer(kVirtualCoreSize);
+  TORCH_CHECK(&logical_core_variable() == &kVirtualCoreSize || size == lnc, kLogicalCoreConfig.name,
+      "=", lnc, " and ", kVirtualCoreSize.name, "=", size,
+      " disagree; they name the same logical NeuronCore size, so set one of them");
+  return size;
 }
 
 } // namespace neuron::config

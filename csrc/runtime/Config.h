@@ -15,6 +15,8 @@ struct Variable {
 };
 
 constexpr Variable kLogicalCoreConfig{"NEURON_LOGICAL_NC_CONFIG", "2"};
+// The runtime's name for the same setting (Neuron Explorer's profiling launch uses it).
+constexpr Variable kVirtualCoreSize{"NEURON_RT_VIRTUAL_CORE_SIZE", ""};
 constexpr Variable kVisibleCores{"NEURON_RT_VISIBLE_CORES", ""};
 constexpr Variable kNumCores{"NEURON_RT_NUM_CORES", ""};
 constexpr Variable kFallbackEnabled{"NEURON_FALLBACK_ENABLED", "1"};
@@ -27,6 +29,11 @@ constexpr Variable kRngSource{"TORCH_NEURONX_RNG", "device"};
 // Every variable above as (name, default).
 std::vector<std::pair<std::string, std::string>> variables();
 
+// The logical NeuronCore size: NEURON_LOGICAL_NC_CONFIG or NEURON_RT_VIRTUAL_CORE_SIZE (two
+// different values raise, naming both).
+int64_t logical_core_size();
+// The variable that logical_core_size() takes its value from.
+const Variable& logical_core_variable();
 // The variable's value, or its default when unset or empty.
 std::string text(const Variable& v);
 // A boolean: 1/0, true/false, yes/no, on/off in any case; anything else raises, naming it.

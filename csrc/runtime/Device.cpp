@@ -56,9 +56,8 @@ std::vector<int64_t> parse_core_list(const std::string& text, int64_t available)
 Platform make_platform() {
   const auto& c = chosen();
   TORCH_CHECK(c.error.empty(), c.error);
-  Platform p{
-      c.name, c.hbm_per_chip, c.physical_cores, config::integer(config::kLogicalCoreConfig), {}};
-  TORCH_CHECK(p.lnc == 1 || p.lnc == 2, config::kLogicalCoreConfig.name, "=", p.lnc,
+  Platform p{c.name, c.hbm_per_chip, c.physical_cores, config::logical_core_size(), {}};
+  TORCH_CHECK(p.lnc == 1 || p.lnc == 2, config::logical_core_variable().name, "=", p.lnc,
       " is not supported; use 1 or 2");
   int64_t logical = p.physical_cores / p.lnc;
   std::string visible = config::text(config::kVisibleCores);

@@ -8,6 +8,7 @@
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
+#include <torch/csrc/utils/device_lazy_init.h>
 
 #include <atomic>
 #include <cstring>
@@ -82,6 +83,9 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
 
 const bool g_registered = [] {
   at::RegisterPrivateUse1HooksInterface(new NeuronHooks());
+  // A child forked after the parent initialised the device initialises it again on first use,
+  // as CUDA does: torch.neuron._lazy_init then raises the bad-fork error.
+  torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
   return true;
 }();
 

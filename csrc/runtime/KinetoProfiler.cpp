@@ -3,6 +3,7 @@
 // back are linked to the CPU ops that launched them (through Kineto's correlation ids), so they
 // appear as device time in key_averages() and as neuron rows in the exported trace.
 
+#include "runtime/Config.h"
 #include "runtime/Device.h"
 #include "runtime/Trace.h"
 
@@ -10,6 +11,7 @@
 #include <kineto/output_base.h>
 
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -31,33 +33,60 @@ std::string row_name(int64_t stream) {
                                      : "stream " + std::to_string(stream);
 }
 
-// Which kinds of activity a profile keeps: torch_neuronx.profiler.NeuronConfig passes its modes
-// through the experimental config's custom_profiler_config as "neuron_modes:device,runtime"
-// (device: kernels; runtime: transfers). Without it, both.
-std::set<Kind> kept_kinds(const std::string& custom) {
-  const std::string key = "neuron_modes:";
-  auto at = custom.find(key);
+// torch_neuronx.profiler.NeuronConfig passes its settings through the experimental config's
+// custom_profiler_config as space-separated "neuron_<key>:<value>" fields; "" when absent.
+std::string custom_field(const std::string& custom, const std::string& key) {
+  const std::string prefix = "neuron_" + key + ":";
+  auto at = custom.find(prefix);
   if (at == std::string::npos) {
-    return {Kind::Kernel, Kind::Memcpy};
+    return "";
   }
-  auto end = custom.find_first_of(" \n;", at);
-  auto modes =
-      custom.substr(at + key.size(), end == std::string::npos ? end : end - at - key.size());
+  auto from = at + prefix.size();
+  auto end = custom.find_first_of(" \n;", from);
+  return custom.substr(from, end == std::string::npos ? end : end - from);
+}
+
+// What a profile keeps: the kinds of activity (modes "device": kernels, "runtime": transfers;
+// both without the field), the cores (capture_enabled_for_nc, already expanded to a list of
+// indices; all without it) and at most how many events of each core (max_events_per_nc).
+struct Selection {
   std::set<Kind> kinds;
-  if (modes.find("device") != std::string::npos) {
-    kinds.insert(Kind::Kernel);
+  std::set<int64_t> cores; // empty: every core
+  int64_t max_events_per_core = std::numeric_limits<int64_t>::max();
+
+  bool keeps(const Event& e) const {
+    return kinds.count(e.kind) && (cores.empty() || cores.count(e.device));
   }
-  if (modes.find("runtime") != std::string::npos) {
-    kinds.insert(Kind::Memcpy);
+};
+
+Selection selection(const std::string& custom) {
+  Selection s;
+  auto modes = custom_field(custom, "modes");
+  if (modes.empty() || modes.find("device") != std::string::npos) {
+    s.kinds.insert(Kind::Kernel);
   }
-  return kinds;
+  if (modes.empty() || modes.find("runtime") != std::string::npos) {
+    s.kinds.insert(Kind::Memcpy);
+  }
+  auto cores = custom_field(custom, "cores");
+  for (size_t from = 0; from < cores.size();) {
+    auto comma = cores.find(',', from);
+    auto item = cores.substr(from, comma == std::string::npos ? comma : comma - from);
+    s.cores.insert(config::parse_integer(item, "capture_enabled_for_nc"));
+    from = comma == std::string::npos ? cores.size() : comma + 1;
+  }
+  auto limit = custom_field(custom, "max_events");
+  if (!limit.empty()) {
+    s.max_events_per_core = config::parse_integer(limit, "max_events_per_nc");
+  }
+  return s;
 }
 
 class Session final : public libkineto::IActivityProfilerSession {
  public:
-  explicit Session(std::set<Kind> kinds) : kinds_(std::move(kinds)) {}
+  explicit Session(Selection selection) : selection_(std::move(selection)) {}
 
-  void start() override { trace::start(!kinds_.empty()); }
+  void start() override { trace::start(!selection_.kinds.empty()); }
 
   void stop() override { events_ = trace::stop(); }
 
@@ -79,10 +108,13 @@ class Session final : public libkineto::IActivityProfilerSession {
     buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
     buffer_->span = libkineto::TraceSpan(start, end, "neuron");
     buffer_->gpuOpCount = 0;
+    std::map<int64_t, int64_t> kept_per_core;
     for (auto& e : events_) {
-      if (e.end_ns < start || e.start_ns > end || kinds_.count(e.kind) == 0) {
+      if (e.end_ns < start || e.start_ns > end || !selection_.keeps(e) ||
+          kept_per_core[e.device] >= selection_.max_events_per_core) {
         continue;
       }
+      ++kept_per_core[e.device];
       auto type =
           e.kind == Kind::Memcpy ? ActivityType::GPU_MEMCPY : ActivityType::CONCURRENT_KERNEL;
       auto act = std::make_unique<libkineto::GenericTraceActivity>(buffer_->span, type, e.name);
@@ -134,7 +166,7 @@ class Session final : public libkineto::IActivityProfilerSession {
   // Device rows sort below the host's threads, as GPU rows do.
   static constexpr int64_t kSortAfterHost = 0x1000000;
 
-  const std::set<Kind> kinds_;
+  const Selection selection_;
   std::vector<Event> events_;
   std::set<std::pair<int64_t, int64_t>> rows_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
@@ -150,12 +182,12 @@ class Profiler final : public libkineto::IActivityProfiler {
       const std::set<ActivityType>& types, const libkineto::Config& config) override {
     for (auto t : device_activities()) {
       if (types.count(t)) {
-        return std::make_unique<Session>(kept_kinds(config.getCustomConfig()));
+        return std::make_unique<Session>(selection(config.getCustomConfig()));
       }
     }
     // A profile without neuron activities still gets neuron memory events
     // (profile_memory=True), as CUDA's allocator reports to any profile.
-    return std::make_unique<Session>(std::set<Kind>{});
+    return std::make_unique<Session>(Selection{});
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,

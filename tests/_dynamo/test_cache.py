@@ -90,3 +90,75 @@ def test_lock_timeout_compiles_without_the_cache(monkeypatch, in_process_cache):
     assert again["ok"]
     assert again["hits"] == {"forward": False, "backward": False}
     assert neuron_dynamo.get_dynamo_metrics()["cache_misses"] == 2
+
+
+def _compile_and_run(fns, x):
+    """Compiles each function afresh (Dynamo's and Inductor's in-memory caches emptied first);
+    returns the neuron results and the cache hits."""
+    torch._dynamo.reset()
+    torch._inductor.utils.clear_inductor_caches()
+    neuron_dynamo.reset_dynamo_metrics()
+    outs = [torch.compile(fn, backend="neuron")(x.to("neuron")).cpu() for fn in fns]
+    return outs, neuron_dynamo.get_dynamo_metrics()["cache_hits"]
+
+
+_GRAPHS = (lambda t: t.sin() * 2, lambda t: t.cos() + 3, lambda t: (t * t).tanh())
+
+
+def _complete_entries(root):
+    return sorted(p.name for p in root.iterdir() if (p / cache.MANIFEST).is_file())
+
+
+@pytest.mark.parametrize(
+    "name", ["TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE"]
+)
+def test_disabling_the_cache_compiles_every_time_and_keeps_nothing(monkeypatch, tmp_path, name):
+    """AWS's environment-variable reference (awsdocs-neuron .../torch/reference/env-vars.html,
+    compilation caching): the NEFF cache can be turned off."""
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(name, "1")
+    x = torch.randn(16)
+    for _ in range(2):
+        outs, hits = _compile_and_run(_GRAPHS[:1], x)
+        torch.testing.assert_close(outs[0], x.sin() * 2)
+        assert hits == 0
+    assert not (tmp_path / "cache").exists() or not _complete_entries(tmp_path / "cache")
+
+
+def test_the_entry_limit_keeps_the_most_recently_used(monkeypatch, tmp_path):
+    """NEURON_COMPILATION_CACHE_MAX_ENTRIES bounds the cache (env-vars reference)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(root))
+    x = torch.randn(16)
+    outs, _ = _compile_and_run(_GRAPHS, x)
+    for out, fn in zip(outs, _GRAPHS):
+        torch.testing.assert_close(out, fn(x))
+    assert len(_complete_entries(root)) == 3
+    monkeypatch.setenv("NEURON_COMPILATION_CACHE_MAX_ENTRIES", "2")
+    _, hits = _compile_and_run(_GRAPHS[2:], x)  # uses the third: the first is the oldest
+    assert hits == 1
+    kept = _complete_entries(root)
+    assert len(kept) == 2
+    _, hits = _compile_and_run(_GRAPHS[:1], x)
+    assert hits == 0, "the oldest entry was evicted"
+
+
+def test_the_size_limit_evicts_down_to_the_newest(monkeypatch, tmp_path):
+    root = tmp_path / "cache"
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(root))
+    monkeypatch.setenv("NEURON_COMPILATION_CACHE_MAX_SIZE_MB", "1")
+    _compile_and_run(_GRAPHS, torch.randn(16))
+    sizes = [
+        sum(f.stat().st_size for f in (root / e).rglob("*") if f.is_file())
+        for e in _complete_entries(root)
+    ]
+    assert len(sizes) >= 1 and (len(sizes) == 1 or sum(sizes) <= 2**20)
+
+
+@pytest.mark.graph_calls("none")
+def test_bad_limits_are_refused(monkeypatch):
+    monkeypatch.setenv("NEURON_COMPILATION_CACHE_MAX_ENTRIES", "0")
+    with pytest.raises(
+        ValueError, match="NEURON_COMPILATION_CACHE_MAX_ENTRIES=0 must be at least 1"
+    ):
+        cache.evict("/nonexistent", keep="")

@@ -190,6 +190,17 @@ def test_clean_script_is_ready():
     assert report["counters"]["NativeOp::aten::index.Tensor"] == 1
 
 
+def test_hardware_only_variables_are_info_findings():
+    """A TorchNeuron variable with no effect here is told, and changes no verdict."""
+    out, report = check("int64", env={"TORCH_NEURONX_ENABLE_HOST_CC": "1"})
+    assert_schema(report)
+    assert out.returncode == 0 and report["verdict"] == "ready"
+    finding = only(report, "hardware_only")
+    assert finding["severity"] == "info"
+    assert finding["title"] == "`TORCH_NEURONX_ENABLE_HOST_CC=1` has no effect on the emulator"
+    assert "collectives already run on the host" in finding["advice"]
+
+
 def test_adaptive_eager_is_reported_when_it_is_on():
     out, report = check("elementwise", env={"TORCH_NEURONX_ENABLE_CONCATENATION": "1"})
     assert out.returncode == 0 and report["verdict"] == "ready"

@@ -94,7 +94,7 @@ def test_versions_and_the_variables_set():
     data = json.loads(_info(env, "--json").stdout)
     assert data["schema"] == "torchneuron.info/1"
     assert data["versions"] == {
-        "torchneuron": importlib.metadata.version("torchneuron"),
+        "torchneuron": importlib.metadata.version("torch-neuronx"),
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
@@ -157,3 +157,17 @@ def test_the_compile_cache_location_entries_and_size(tmp_path, monkeypatch):
         "bytes": sum(os.lstat(f).st_size for f in files),
     }
     assert data["compile_cache"]["entries"] == 1
+
+
+def test_hardware_only_variables_are_listed_with_why():
+    """AWS's env-vars reference names variables for Trainium's compiler and runtime; info
+    lists the ones set, with the reason they have no effect here."""
+    env = {"NEURON_CC_FLAGS": "--model-type=transformer", "TORCH_NEURONX_LOG_LEVEL": "ERROR"}
+    data = json.loads(_info(env, "--json").stdout)
+    rows = {e["name"]: e for e in data["environment"]}
+    assert rows["NEURON_CC_FLAGS"]["value"] == "--model-type=transformer"
+    assert rows["NEURON_CC_FLAGS"]["effect"] == (
+        "no effect here: " + config.HARDWARE_ONLY["NEURON_CC_FLAGS"]
+    )
+    text = _info(env).stdout
+    assert "| `NEURON_CC_FLAGS` | `--model-type=transformer` | no effect here:" in text

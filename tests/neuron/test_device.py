@@ -267,3 +267,30 @@ def test_typed_tensor_over_a_storage():
     storage = torch.neuron.FloatStorage([1.0, 2.0, 3.0])
     x = torch.neuron.FloatTensor(storage)
     assert x.device.type == "neuron" and torch.equal(x.cpu(), torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_forked_child_of_an_initialised_parent_gets_the_bad_fork_error():
+    """The torch.neuron reference (awsdocs-neuron .../torch/reference/api/
+    torch-neuron-module.html) states lazy initialisation with a fork check, as CUDA's: a child
+    forked after the parent initialised the device cannot use it; a child of a parent that never
+    did can."""
+    code = (
+        "import os, torch\n"
+        "{parent}"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        print('child', torch.ones(2, device='neuron').sum().item())\n"
+        "    except RuntimeError as e:\n"
+        "        print('child error:', e)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print('parent', (torch.ones(2, device='neuron') * 2).sum().item())\n"
+    )
+    initialised = run_python(code.format(parent="torch.ones(1, device='neuron')\n"))
+    assert "child error: Cannot re-initialize the neuron runtime in a forked subprocess" in (
+        initialised.stdout
+    ), initialised.stderr
+    assert "parent 4.0" in initialised.stdout
+    fresh = run_python(code.format(parent=""))
+    assert "child 2.0" in fresh.stdout and "parent 4.0" in fresh.stdout, fresh.stderr

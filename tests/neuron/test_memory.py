@@ -120,3 +120,28 @@ def test_host_memory_stats_follow_pinned_allocations():
     assert stats["active_bytes.current"] >= 4000 and "num_host_alloc" in stats
     del pinned
     assert torch.neuron.host_memory_stats()["active_requests.current"] == before
+
+
+@pytest.mark.parametrize(
+    "nbytes, reserved",
+    [
+        (100, 256),  # the minimum block
+        (1000, 1024),  # 256-byte steps below 1 MiB
+        ((1 << 20) + 1, (1 << 20) + (1 << 18)),  # quarter powers of two up to 16 MiB
+        ((16 << 20) - 1, 16 << 20),
+        (16 << 20, 16 << 20),  # 16 MiB and larger: not rounded
+        ((16 << 20) + 1, (16 << 20) + 1),
+        ((40 << 20) + 12345, (40 << 20) + 12345),
+    ],
+)
+def test_size_classes_of_the_memory_management_guide(nbytes, reserved):
+    """AWS's memory-management guidelines (awsdocs-neuron .../torch/reference/
+    guidelines-memory-management.html): requests under 16 MB round up to size classes (minimum
+    256 B), requests of 16 MB and above are not rounded."""
+    torch.neuron.empty_cache()
+    before = torch.neuron.memory_allocated(2)
+    x = torch.empty(nbytes, dtype=torch.uint8, device="neuron:2")
+    assert torch.neuron.memory_allocated(2) - before == reserved
+    stats = torch.neuron.memory_stats(2)
+    assert stats["requested_bytes.all.current"] - stats["allocated_bytes.all.current"] <= 0
+    del x

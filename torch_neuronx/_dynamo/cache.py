@@ -132,6 +132,10 @@ def _lock(path, timeout):
 @contextlib.contextmanager
 def open_entry(name, key):
     """Yields the locked entry, verified or emptied, and whether it was complete (``warm``)."""
+    if config.cache_disabled():
+        with owner_only(), tempfile.TemporaryDirectory(prefix="neuron-compile-") as tmp:
+            yield Entry(tmp, key), False
+        return
     root = config.cache_dir()
     with owner_only():
         os.makedirs(root, mode=0o700, exist_ok=True)
@@ -150,6 +154,47 @@ def open_entry(name, key):
             warm = entry.verify()
             if not warm:
                 entry.reset()
+            os.utime(entry.path)  # its last use, which eviction goes by
             yield entry, warm
+        finally:
+            os.close(fd)
+        evict(root, keep=name)
+
+
+def _entry_bytes(path):
+    total = 0
+    for parent, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, f)).st_size
+    return total
+
+
+def evict(root, keep):
+    """Deletes the least recently used complete entries beyond the cache's limits
+    (NEURON_COMPILATION_CACHE_MAX_SIZE_MB / _MAX_ENTRIES), never ``keep`` nor one in use."""
+    max_bytes, max_entries = config.cache_limits()
+    if max_bytes is None and max_entries is None:
+        return
+    entries = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if os.path.isfile(os.path.join(path, MANIFEST)):
+            entries.append((os.path.getmtime(path), name, _entry_bytes(path)))
+    entries.sort(reverse=True)  # newest first
+    kept_bytes = 0
+    for count, (_, name, size) in enumerate(entries, start=1):
+        kept_bytes += size
+        over = (max_entries is not None and count > max_entries) or (
+            max_bytes is not None and kept_bytes > max_bytes
+        )
+        if not over or name == keep:
+            continue
+        fd = _lock(os.path.join(root, name + ".lock"), 0)
+        if fd is None:  # another process is using it
+            continue
+        try:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            kept_bytes -= size
         finally:
             os.close(fd)

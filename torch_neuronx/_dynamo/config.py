@@ -15,6 +15,26 @@ def cache_dir():
     return os.path.abspath(os.path.expanduser(env.get("TORCH_NEURONX_NEFF_CACHE_DIR")))
 
 
+def cache_disabled():
+    """True when TORCH_NEURONX_NEFF_DISABLE_CACHE (or its other spelling) turns the cache off."""
+    return env.get("TORCH_NEURONX_NEFF_DISABLE_CACHE") or env.get(
+        "TORCH_NEURONX_DISABLE_NEFF_CACHE"
+    )
+
+
+def cache_limits():
+    """(most bytes, most entries) the persistent cache keeps; None where there is no limit."""
+    size_mb = env.get("NEURON_COMPILATION_CACHE_MAX_SIZE_MB")
+    entries = env.get("NEURON_COMPILATION_CACHE_MAX_ENTRIES")
+    for name, value in (
+        ("NEURON_COMPILATION_CACHE_MAX_SIZE_MB", size_mb),
+        ("NEURON_COMPILATION_CACHE_MAX_ENTRIES", entries),
+    ):
+        if value != "" and value < 1:
+            raise ValueError(f"{name}={value} must be at least 1 (unset means no limit)")
+    return (size_mb * 2**20 if size_mb != "" else None, entries if entries != "" else None)
+
+
 def cache_lock_timeout():
     """Seconds to wait for another process that is compiling the same graph."""
     return env.get("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT")

@@ -4,7 +4,7 @@ import argparse
 import linecache
 import sys
 
-from torch_neuronx import adaptive_eager, exclusions
+from torch_neuronx import adaptive_eager, config, exclusions
 from torch_neuronx.cli import report, runs
 
 EPILOG = """\
@@ -126,6 +126,7 @@ def analyse(target, neuron, cpu=None):
         )
     if failed:
         findings.insert(0, _failure_finding(neuron, cpu, findings))
+    findings += _hardware_only_findings()
     for problem in raw.get("internal_errors", []):
         findings.append(
             {
@@ -150,6 +151,19 @@ def analyse(target, neuron, cpu=None):
         "adaptive_eager": _adaptive_eager(counters),
         "policy_64bit": raw.get("policy_64bit"),
     }
+
+
+def _hardware_only_findings():
+    """TorchNeuron's hardware-only variables set for the run: they change nothing here."""
+    return [
+        {
+            "kind": "hardware_only",
+            "severity": "info",
+            "title": f"`{name}={value}` has no effect on the emulator",
+            "advice": f"nothing: {config.HARDWARE_ONLY[name]}",
+        }
+        for name, value in config.hardware_only_set().items()
+    ]
 
 
 def _adaptive_eager(counters):
@@ -648,7 +662,7 @@ def markdown(data):
             ("graph_break", "recompile", "compile_failure", "eager_graph"),
             _sites_markdown,
         ),
-        ("Other", ("device_unused", "internal"), _sites_markdown),
+        ("Other", ("device_unused", "internal", "hardware_only"), _sites_markdown),
     )
     for heading, kinds, render in sections:
         chosen = [f for f in findings if f["kind"] in kinds]

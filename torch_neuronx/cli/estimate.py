@@ -90,7 +90,7 @@ def run(args):
         return 3 if recorded and recorded["status"] == "ok" else 1
     result = model.Estimate(
         model.ops_from_json(recorded["ops"]),
-        lnc=args.lnc or config.get("NEURON_LOGICAL_NC_CONFIG"),
+        lnc=args.lnc or config.logical_core_size(),
         world_size=recorded["world_size"],
         step=recorded["step"],
         price_per_hour=args.price_per_hour,
@@ -120,7 +120,7 @@ def _check_matplotlib():
         import matplotlib  # noqa: F401
     except ImportError:
         print(
-            "torchneuron estimate: --plot needs matplotlib: pip install 'torchneuron[tools]' "
+            "torchneuron estimate: --plot needs matplotlib: pip install 'torch-neuronx[tools]' "
             "(or pip install matplotlib), or leave out --plot",
             file=sys.stderr,
         )

@@ -36,9 +36,9 @@ def run(args):
 
 
 def versions():
-    """The versions of torchneuron, torch and Python."""
+    """The versions of torchneuron (the torch-neuronx distribution), torch and Python."""
     return {
-        "torchneuron": importlib.metadata.version("torchneuron"),
+        "torchneuron": importlib.metadata.version("torch-neuronx"),
         "torch": torch.__version__,
         "python": host.python_version(),
     }
@@ -52,7 +52,7 @@ def device():
     except (RuntimeError, ValueError) as e:
         return {"error": str(e).strip().splitlines()[0]}
     chip = PLATFORMS[cores[0].name]
-    lnc = config.get("NEURON_LOGICAL_NC_CONFIG")
+    lnc = config.logical_core_size()
     logical = chip.physical_cores // lnc
     return {
         "platform": chip.name,
@@ -102,8 +102,9 @@ def compile_cache():
 
 
 def environment():
-    """The torchneuron variables set in the environment, with their effect; a value of the
-    wrong form carries the error it raises."""
+    """The torchneuron variables set in the environment, with their effect (TorchNeuron's
+    hardware-only ones: why they have none); a value of the wrong form carries the error it
+    raises."""
     rows = []
     for var in config.VARIABLES.values():
         value = os.environ.get(var.name, "").strip()
@@ -115,6 +116,11 @@ def environment():
         except ValueError as e:
             row["error"] = str(e)
         rows.append(row)
+    for name, value in config.hardware_only_set().items():
+        reason = config.HARDWARE_ONLY[name]
+        rows.append(
+            {"name": name, "value": value, "default": "", "effect": f"no effect here: {reason}"}
+        )
     return rows
 
 

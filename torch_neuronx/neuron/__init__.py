@@ -4,6 +4,7 @@ Every name of ``torch.cuda.__all__`` that means something for a non-CUDA device 
 that meaning; the rest are listed, with the way out, in ``omitted.OMITTED`` and
 docs/device_module.md."""
 
+from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
 from torch_neuronx.neuron import amp, memory, omitted, random, streams
 from torch_neuronx.neuron.device import (
     _is_in_bad_fork,
@@ -25,6 +26,7 @@ from torch_neuronx.neuron.device import (
     is_available,
     is_bf16_supported,
     is_initialized,
+    is_neuron_runtime_initialized,
     is_tf32_supported,
     set_device,
     synchronize,
@@ -95,6 +97,7 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_dynamo_metrics",
     "get_rng_state",
     "get_rng_state_all",
     "has_half",
@@ -105,11 +108,13 @@ __all__ = [
     "is_bf16_supported",
     "is_current_stream_capturing",
     "is_initialized",
+    "is_neuron_runtime_initialized",
     "is_tf32_supported",
     "manual_seed",
     "manual_seed_all",
     "memory",
     "random",
+    "reset_dynamo_metrics",
     "seed",
     "seed_all",
     "set_device",
@@ -126,3 +131,33 @@ __all__ = [
 ]
 if "default_generators" not in omitted.OMITTED:
     __all__.append("default_generators")
+
+# The names TorchNeuron's guides and examples call on ``torch_neuronx`` itself
+# (``torch_neuronx.current_device()``, ``torch_neuronx.Stream``, ``torch_neuronx.memory_*``):
+# torch_neuronx re-exports these objects, so each has one definition.
+DEVICE_API = (
+    "current_device",
+    "set_device",
+    "device_count",
+    "get_device_properties",
+    "synchronize",
+    "Stream",
+    "Event",
+    "stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "device",
+    "empty_cache",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "is_neuron_runtime_initialized",
+)

@@ -57,6 +57,12 @@ def _lazy_init():
         _initialized = True
 
 
+def is_neuron_runtime_initialized() -> bool:
+    """True once the runtime has been initialised in this process (TorchNeuron's top-level name
+    for ``torch.neuron.is_initialized``)."""
+    return is_initialized()
+
+
 def init() -> None:
     """Initialises the runtime (it is otherwise initialised lazily)."""
     _lazy_init()
@@ -68,8 +74,11 @@ def _is_in_bad_fork():
 
 
 def _after_fork():
-    global _in_bad_fork
+    # The C++ side makes the child initialise the device again on first use (as CUDA does),
+    # which then reaches _lazy_init and its bad-fork error.
+    global _initialized, _in_bad_fork
     if _initialized:
+        _initialized = False
         _in_bad_fork = True
 
 
@@ -134,7 +143,7 @@ def get_device_properties(device: Device = None) -> "_NeuronDeviceProperties":
     """Properties of a NeuronCore: platform name, HBM bytes, generation, LNC size."""
     idx = _index(device)
     name, total, core = torch.ops.neuron.platform(idx)
-    lnc = config.get("NEURON_LOGICAL_NC_CONFIG")
+    lnc = config.logical_core_size()
     return _NeuronDeviceProperties(name, total, core, idx, PLATFORMS[name].core_version, 0, lnc)
 
 
