@@ -1,6 +1,5 @@
 """vLLM runs for the serving tests and benchmark, each in a process of its own; prints one JSON
-line (after "RESULT "). Run with TORCHNEURON_VLLM=0 and TORCH_DEVICE_BACKEND_AUTOLOAD=0 for stock
-vLLM on the CPU.
+line (after "RESULT "). With vllm_runs.STOCK_ENV it is stock vLLM on the CPU.
 
 usage: python vllm_generate.py generate MODEL_DIR DTYPE
        python vllm_generate.py scheduling MODEL_DIR PREFIX_CACHING(0|1)"""
@@ -27,8 +26,8 @@ def completion(output):
 
 def device_facts(llm):
     """Where the model and KV cache live, and what the device ran (empty on stock vLLM)."""
-    if not hasattr(torch, "neuron"):
-        return {}
+    if "torch_neuronx" not in sys.modules:
+        return {"torchneuron_loaded": False}
     from vllm.platforms import current_platform
 
     import torch_neuronx
@@ -39,6 +38,7 @@ def device_facts(llm):
     # Layers may share one allocation: count each storage once.
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in runner.kv_caches}
     return {
+        "torchneuron_loaded": True,
         "platform": type(current_platform).__name__,
         "param_devices": sorted({p.device.type for p in params}),
         "param_bytes": sum(p.numel() * p.element_size() for p in params),
@@ -59,6 +59,7 @@ def generate(model, dtype):
         "logprobs": [lp for _, lp in outputs],
         "texts": [o.outputs[0].text for o in llm.generate(PROMPTS, greedy())],
         "chat_texts": [o.outputs[0].text for o in chats],
+        "chat_tokens": [list(o.outputs[0].token_ids) for o in chats],
         **device_facts(llm),
     }
 
