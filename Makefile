@@ -31,7 +31,8 @@ LANE_BUILD := build/torch-$(TORCH_VERSION)
 EXTENSION := $(LANE_BUILD)/.built
 WHEEL_CHECK := build/wheel-check
 
-.PHONY: install demo test fuzz bench lint wheel-check nkilib-check constraints clean
+.PHONY: install demo test fuzz bench lint wheel-check nkilib-check constraints clean \
+	install-vllm test-vllm
 
 install: $(EXTENSION)
 
@@ -96,10 +97,34 @@ nkilib-check: install $(NKILIB_STAMP)
 	@test -n "$(NKILIB)" || { echo "usage: make nkilib-check NKILIB=/path/to/nki-library [NKILIB_ARGS=...]"; exit 2; }
 	nice -n 10 $(PY) tools/nkilib_check/run.py $(NKILIB) --out build/nkilib-check $(NKILIB_ARGS)
 
+# Serving (docs/serving.md): vLLM's CPU build pins torch 2.13.0, so vLLM has a venv of its own,
+# every package pinned in requirements/vllm.txt and installed without a resolver (--no-deps), with
+# this project built in the 2.13 lane's build directory (both venvs share its objects).
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_BUILD := build/torch-2.13.0
+
+$(VLLM_STAMP): pyproject.toml setup.py requirements/vllm.txt
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --no-deps -r requirements/vllm.txt
+	$(BUILD_ENV) TORCH_NEURONX_BUILD_EXTENSION=0 $(VLLM_PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(VLLM_STAMP)
+
+$(VLLM_VENV)/.built: $(VLLM_STAMP) $(CSRC)
+	$(BUILD_ENV) $(VLLM_PY) setup.py -q build_ext --force
+	echo $(CURDIR)/$(VLLM_BUILD)/lib/torch_neuronx > $$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/torch_neuronx.pkg
+	touch $@
+
+install-vllm: $(VLLM_VENV)/.built
+
+test-vllm: install-vllm
+	$(VLLM_PY) -m pytest -q tests/vllm
+
 # The lane's installed versions (less this project) as its constraints file.
 constraints:
 	(sed -n '/^#/p' $(CONSTRAINTS); $(PY) -m pip freeze --exclude-editable) > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 clean:
-	rm -rf build .venv .venv-2.13 torch_neuronx/*.so
+	rm -rf build .venv .venv-2.13 .venv-vllm torch_neuronx/*.so

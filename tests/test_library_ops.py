@@ -202,3 +202,73 @@ def test_policy_file_can_name_a_library_native(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[2.0, 2.0, 2.0] [] True"
     assert WARNING not in out.stderr
+
+
+# A library loaded after import torch, whose CPU kernels stand for a plugin's device kernels.
+_LATE_LIB = torch.library.Library("neurontest_late", "DEF")
+_LATE_LIB.define("halved(Tensor x) -> Tensor")
+_LATE_LIB.impl("halved", lambda x: x / 2, "CPU")
+
+
+def test_a_namespace_named_native_at_run_time_leaves_the_fallback_tier():
+    x = torch.randn(6)
+    halved = torch.ops.neurontest_late.halved
+    _, fallback, _ = _tracked(halved, x.to("neuron"))
+    assert fallback == ["neurontest_late::halved"], "ops of other libraries fall back by default"
+    torch_neuronx.op_policy.add_native_namespaces(["neurontest_late"])
+    result, fallback, native = _tracked(halved, x.to("neuron"))
+    assert torch.equal(result.cpu(), x / 2)
+    assert fallback == []
+    assert "neurontest_late::halved" in native, "the op already run takes the new tier"
+    assert "neurontest_late" in torch_neuronx.op_policy.native_namespaces()
+    assert not torch_neuronx.op_policy.is_library_fallback(halved.default)
+
+
+@pytest.mark.parametrize("bad", ["neurontest_late", [""], ["aten"]])
+def test_add_native_namespaces_refuses_what_is_not_a_library_namespace(bad):
+    with pytest.raises((TypeError, ValueError), match="namespace"):
+        torch_neuronx.op_policy.add_native_namespaces(bad)
+
+
+# Registered for every device, as vLLM registers its attention kernels: without a neuron
+# kernel the composite runs with the neuron tensors themselves.
+_ANY_LIB = torch.library.Library("neurontest_any", "DEF")
+_ANY_LIB.define("scaled_copy_(Tensor(a!) out, Tensor x, float scale) -> ()")
+_seen_devices = []
+
+
+def _scaled_copy_(out, x, scale):
+    _seen_devices.append((out.device.type, x.device.type))
+    out.copy_(x * scale)
+
+
+_ANY_LIB.impl("scaled_copy_", _scaled_copy_, "CompositeImplicitAutograd")
+
+
+def test_route_device_kernels_runs_a_catch_all_kernel_on_the_host_kernel_path():
+    x = torch.randn(3, 5)
+    op = torch.ops.neurontest_any.scaled_copy_
+    _seen_devices.clear()
+    op(torch.empty(3, 5, device="neuron"), x.to("neuron"), 3.0)
+    assert _seen_devices == [("neuron", "neuron")], "unrouted, the kernel gets device tensors"
+    assert torch_neuronx.op_policy.route_device_kernels(["neurontest_any::scaled_copy_"]) == 1
+    assert torch_neuronx.op_policy.route_device_kernels(["neurontest_any::scaled_copy_"]) == 0
+    out = torch.zeros(3, 5, device="neuron")
+    _seen_devices.clear()
+    _, fallback, native = _tracked(op, out, x.to("neuron"), 3.0)
+    assert _seen_devices == [("cpu", "cpu")], "routed, it runs on host views of device memory"
+    assert out.device.type == "neuron"
+    expected = torch.zeros(3, 5)
+    op(expected, x, 3.0)
+    assert torch.equal(out.cpu(), expected)
+    assert fallback == []
+    assert "neurontest_any::scaled_copy_" in native
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [("no_namespace", "not an op name"), ("neurontest_any::missing", "no op")],
+)
+def test_route_device_kernels_names_what_it_cannot_route(name, message):
+    with pytest.raises(RuntimeError, match=message):
+        torch_neuronx.op_policy.route_device_kernels([name])

@@ -93,10 +93,45 @@ def host_composite_ops():
     return list(policy()["host_composites"]["ops"])
 
 
+# Namespaces named native at run time (add_native_namespaces), after the policy was read.
+_added_native_namespaces: list[str] = []
+
+
 def native_namespaces():
-    """Namespaces besides aten whose ops run natively (PyTorch's own); ops of other libraries
-    that reach a CPU kernel take the CPU-fallback tier."""
-    return list(policy()["library_ops"]["native_namespaces"])
+    """Namespaces besides aten whose ops run natively (PyTorch's own, and those added with
+    add_native_namespaces); ops of other libraries that reach a CPU kernel take the
+    CPU-fallback tier."""
+    named = list(policy()["library_ops"]["native_namespaces"])
+    return named + [ns for ns in _added_native_namespaces if ns not in named]
+
+
+def add_native_namespaces(namespaces: list[str]) -> None:
+    """Runs the ops of these library namespaces natively on neuron tensors from now on (ops
+    already run take the new tier too). For a library loaded after ``import torch``, whose CPU
+    kernels stand for the device kernels a Trainium plugin brings (vLLM's ``_C``); the policy
+    file (TORCH_NEURONX_OP_POLICY) is read at import, before any plugin loads."""
+    if isinstance(namespaces, str) or not all(isinstance(n, str) and n for n in namespaces):
+        raise TypeError(
+            f"add_native_namespaces takes a list of namespace names, such as ['_C'], "
+            f"not {namespaces!r}"
+        )
+    if "aten" in namespaces:
+        raise ValueError("aten's ops are routed by the op policy's principles, not by namespace")
+    torch.ops.neuron.add_native_namespaces(list(namespaces))
+    _added_native_namespaces.extend(n for n in namespaces if n not in _added_native_namespaces)
+
+
+def route_device_kernels(ops: list[str]) -> int:
+    """Gives other libraries' ops ('namespace::name' or 'namespace::name.overload') a neuron
+    kernel that runs their CPU implementation on device memory through the host-kernel path
+    (counted as native calls, inside the core's scope, under the 64-bit policy). For ops
+    registered for every device, which would otherwise read device memory by raw pointer.
+    Returns how many it registered; ops that already have a neuron kernel keep it."""
+    if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+        raise TypeError(
+            f"route_device_kernels takes a list of op names, such as ['_C::rms_norm'], not {ops!r}"
+        )
+    return torch.ops.neuron.route_device_kernels(list(ops))
 
 
 def is_library_fallback(op):

@@ -18,10 +18,13 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace neuron {
 namespace {
@@ -81,21 +84,40 @@ struct OpInfo {
   // Defined by another library with a CPU kernel and no neuron kernel: the CPU-fallback tier.
   bool library_op;
   OpCounts* counts;
+  uint64_t namespaces_version;
 };
+
+struct NativeNamespaces {
+  std::mutex mutex;
+  std::unordered_set<std::string> names;
+  // Bumped by each change, so that op_info recomputes what it cached under the old set.
+  std::atomic<uint64_t> version{0};
+};
+
+NativeNamespaces& native_namespaces() {
+  static auto* namespaces = new NativeNamespaces();
+  return *namespaces;
+}
 
 bool is_library_op(const c10::OperatorHandle& op) {
   const auto& name = op.schema().name();
   auto ns = name.substr(0, name.find("::"));
-  return ns != "aten" && native_namespaces().count(ns) == 0 &&
-         op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  if (ns == "aten" || !op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    return false;
+  }
+  auto& native = native_namespaces();
+  std::lock_guard<std::mutex> lock(native.mutex);
+  return native.names.count(ns) == 0;
 }
 
 // What the host-kernel path needs to know about an op, computed once per op and thread.
 const OpInfo& op_info(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo> cache;
+  const auto version = native_namespaces().version.load(std::memory_order_acquire);
   auto it = cache.find(&schema);
-  if (it != cache.end() && it->second.name == schema.operator_name()) {
+  if (it != cache.end() && it->second.name == schema.operator_name() &&
+      it->second.namespaces_version == version) {
     return it->second;
   }
   std::vector<ArgInfo> args;
@@ -125,7 +147,7 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
       .insert_or_assign(&schema,
           OpInfo{schema.operator_name(), std::move(args), std::move(aliased_returns), has_generator,
               implicit_rng, fp8_data_op, random_range, position("from"), position("to"),
-              is_library_op(op), op_counts(c10::toString(schema.operator_name()))})
+              is_library_op(op), op_counts(c10::toString(schema.operator_name())), version})
       .first->second;
 }
 
@@ -533,9 +555,11 @@ void announce_fallback(const std::string& op, bool compiled) {
   announce(*op_counts(op), compiled);
 }
 
-std::unordered_set<std::string>& native_namespaces() {
-  static auto* namespaces = new std::unordered_set<std::string>();
-  return *namespaces;
+void add_native_namespaces(const std::vector<std::string>& namespaces) {
+  auto& native = native_namespaces();
+  std::lock_guard<std::mutex> lock(native.mutex);
+  native.names.insert(namespaces.begin(), namespaces.end());
+  native.version.fetch_add(1, std::memory_order_release);
 }
 
 namespace {

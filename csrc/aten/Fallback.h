@@ -4,7 +4,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
-#include <unordered_set>
+#include <vector>
 
 namespace neuron {
 
@@ -16,8 +16,9 @@ void run_now(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Namespaces besides aten whose ops run natively when they reach the host-kernel path without a
 // route (PyTorch's own; op_policy.json, library_ops). Ops of other namespaces with a CPU kernel
-// (other libraries' ops) take the CPU-fallback tier. Filled once, at load.
-std::unordered_set<std::string>& native_namespaces();
+// (other libraries' ops) take the CPU-fallback tier. The op policy names them at load; a library
+// loaded later (vLLM's _C) is added at run time, and ops already run take the new tier.
+void add_native_namespaces(const std::vector<std::string>& namespaces);
 // Reports one call of a CPU-fallback-tier op (eagerly or inside a compiled graph): counts it,
 // warns once per op, and raises when NEURON_FALLBACK_ENABLED=0.
 void announce_fallback(const std::string& op, bool compiled);

@@ -128,7 +128,7 @@ std::vector<int64_t> route(std::vector<std::string> cpu_fallback_ops,
     std::vector<std::string> host_composite_ops, std::vector<std::string> fp8_ops,
     std::vector<std::string> namespaces) {
   fp8_data_ops().insert(fp8_ops.begin(), fp8_ops.end());
-  native_namespaces().insert(namespaces.begin(), namespaces.end());
+  add_native_namespaces(namespaces);
   auto counts = route_ops({std::move(cpu_fallback_ops), std::move(mask_ops),
       std::move(device_selecting_ops), std::move(host_composite_ops)});
   return {counts.native, counts.cpu_fallback, counts.mask_dependent, counts.host_composite};
@@ -348,6 +348,10 @@ TORCH_LIBRARY(neuron, m) {
       "route(str[] cpu_fallback_ops, str[] mask_ops, str[] device_selecting_ops, "
       "str[] host_composite_ops, str[] fp8_ops, str[] native_namespaces) -> int[]",
       &route);
+  m.def("add_native_namespaces(str[] namespaces) -> ()",
+      [](std::vector<std::string> namespaces) { add_native_namespaces(namespaces); });
+  m.def("route_device_kernels(str[] ops) -> int",
+      [](std::vector<std::string> ops) { return route_device_kernels(ops); });
   m.def("counters() -> (str[], int[])", &counters);
   m.def("set_observing(bool on) -> ()", &set_observing);
   m.def("clear_counters() -> ()", &reset_counters);

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace neuron {
@@ -104,6 +105,40 @@ RouteCounts route_ops(const Routes& routes) {
     }
   });
   return counts;
+}
+
+int64_t route_device_kernels(const std::vector<std::string>& ops) {
+  static std::mutex mutex;
+  // One registration block per namespace, kept for the life of the process.
+  static auto* libraries = new std::unordered_map<std::string, std::unique_ptr<torch::Library>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  int64_t registered = 0;
+  for (const auto& qualified : ops) {
+    const auto separator = qualified.find("::");
+    TORCH_CHECK(separator != std::string::npos && separator > 0, "route_device_kernels: '",
+        qualified,
+        "' is not an op name; name it as 'namespace::name' or 'namespace::name.overload'");
+    const auto dot = qualified.find('.', separator);
+    const std::string ns = qualified.substr(0, separator);
+    const std::string base = qualified.substr(0, dot);
+    const std::string overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+    auto op = dispatcher.findSchema({base, overload});
+    TORCH_CHECK(op, "route_device_kernels: no op '", qualified,
+        "' is registered; load the library that defines it first");
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    auto& lib = (*libraries)[ns];
+    if (!lib) {
+      lib = std::make_unique<torch::Library>(
+          torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    }
+    lib->impl(qualified.substr(separator + 2).c_str(),
+        torch::CppFunction::makeFromBoxedFunction<&run_native>());
+    ++registered;
+  }
+  return registered;
 }
 
 } // namespace neuron

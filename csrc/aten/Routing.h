@@ -30,4 +30,11 @@ struct Routes {
 // Registers the host-kernel path for the ops that need it; runs once per process.
 RouteCounts route_ops(const Routes& routes);
 
+// Gives other libraries' ops ("namespace::name" or "namespace::name.overload") a neuron kernel:
+// the host-kernel path on device memory, counted as the op's native calls. For ops registered
+// for every device (a catch-all kernel), which would otherwise read device memory by raw
+// pointer, unseen by the device. Returns how many ops it registered (ops that already have a
+// neuron kernel are left as they are).
+int64_t route_device_kernels(const std::vector<std::string>& ops);
+
 } // namespace neuron

@@ -1,0 +1,82 @@
+"""vLLM's worker and model runner on a NeuronCore.
+
+The worker is vLLM's CPU worker (its host-memory checks, no sleep-mode allocator) with the
+model, its inputs and the KV cache on ``neuron:<local_rank>``. The runner is vLLM's GPU model
+runner, as the CPU and XPU runners are: its device buffers stay on the device (the CPU runner
+points them at host memory), ``torch.cuda``'s streams and events are the neuron device's, and
+the CPU runner's model loading, block zeroing and result reading are reused.
+"""
+
+import contextlib
+import os
+
+import torch
+from vllm.logger import init_logger
+from vllm.platforms import current_platform
+from vllm.utils.torch_utils import set_random_seed
+from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+from vllm.v1.worker.cpu_worker import CPUWorker
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
+
+from torch_neuronx.vllm import patches
+
+# Under vLLM's logger, which its logging configuration prints.
+logger = init_logger("vllm." + __name__)
+
+
+class NeuronModelRunner(CPUModelRunner):
+    def __init__(self, vllm_config, device: torch.device):
+        with _neuron_streams():
+            GPUModelRunner.__init__(self, vllm_config, device)
+        self.use_cuda_graph = False
+
+    def _sync_device(self) -> None:
+        torch.neuron.synchronize(self.device)
+
+
+class NeuronWorker(CPUWorker):
+    def init_device(self):
+        if self.use_v2_model_runner:
+            raise RuntimeError(
+                "vLLM's V2 model runner is not supported on neuron (as in vLLM Neuron); unset "
+                "VLLM_USE_V2_MODEL_RUNNER"
+            )
+        # vLLM's _custom_ops imports the kernels while it loads; its functions exist only now.
+        patches.apply()
+        self.device = torch.device("neuron", self.local_rank)
+        torch.neuron.set_device(self.device)
+        init_method = self.distributed_init_method
+        # The CPU communicator's shared-memory channel is named after the init method.
+        os.environ["VLLM_DIST_IDENT"] = (
+            os.path.basename(init_method.removeprefix("file://"))
+            if init_method.startswith("file://")
+            else init_method.split(":")[-1]
+        )
+        init_worker_distributed_environment(
+            self.vllm_config,
+            self.rank,
+            self.distributed_init_method,
+            self.local_rank,
+            current_platform.dist_backend,
+        )
+        set_random_seed(self.model_config.seed)
+        self.model_runner = NeuronModelRunner(self.vllm_config, self.device)
+        logger.info("vLLM serves on %s (torchneuron)", self.device)
+
+
+@contextlib.contextmanager
+def _neuron_streams():
+    """torch.cuda's stream and event classes as the neuron device's, while the runner is built
+    (it creates them through torch.cuda, as CUDA code does)."""
+    names = ("Stream", "Event", "current_stream", "stream")
+    saved = {name: getattr(torch.cuda, name) for name in names}
+    torch.cuda.Stream = torch.neuron.Stream
+    torch.cuda.Event = torch.neuron.Event
+    torch.cuda.current_stream = torch.neuron.current_stream
+    torch.cuda.stream = torch.neuron.stream
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(torch.cuda, name, value)
