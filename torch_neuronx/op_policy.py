@@ -126,7 +126,9 @@ def route_device_kernels(ops: list[str]) -> int:
     kernel that runs their CPU implementation on device memory through the host-kernel path
     (counted as native calls, inside the core's scope, under the 64-bit policy). For ops
     registered for every device, which would otherwise read device memory by raw pointer.
-    Returns how many it registered; ops that already have a neuron kernel keep it."""
+    Returns how many it registered; ops that already have a neuron kernel keep it. The kernel
+    has no autograd formula (a composite's decomposition no longer runs): for inference kernels,
+    such as vLLM's attention."""
     if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
         raise TypeError(
             f"route_device_kernels takes a list of op names, such as ['_C::rms_norm'], not {ops!r}"
