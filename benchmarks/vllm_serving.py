@@ -13,9 +13,10 @@ import sys
 import tempfile
 import time
 
-# In place of this script's folder, whose nki.py would shadow the nki package.
-sys.path[0] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support")
-from vllm_runs import STOCK_ENV, openai_server, post, vllm_env  # noqa: E402
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support")
+)
+from vllm_runs import STOCK_ENV, openai_server, post, vllm_env
 
 PROMPTS = 16
 MAX_TOKENS = 64

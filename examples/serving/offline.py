@@ -15,11 +15,11 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
-import torch  # noqa: E402
-import vllm  # noqa: E402
+import torch
+import vllm
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "support"))
-import vllm_tiny  # noqa: E402
+import vllm_tiny
 
 
 def main(model: str) -> None:

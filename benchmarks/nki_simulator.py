@@ -13,18 +13,16 @@ import statistics
 import sys
 import time
 
-# This script is named like the package it measures: import the package, not the script.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+import torch
 
-import torch  # noqa: E402
+import nki
+import nki.isa as nisa
+import nki.language as nl
 
-import nki  # noqa: E402
-import nki.isa as nisa  # noqa: E402
-import nki.language as nl  # noqa: E402
-
-sys.path.insert(0, os.path.join(HERE, "..", "examples", "nki"))
-from flash_attention import flash_fwd  # noqa: E402  (the example kernel, forward only)
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "nki")
+)
+from flash_attention import flash_fwd
 
 P, FMAX = 128, 512
 
