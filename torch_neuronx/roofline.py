@@ -689,7 +689,8 @@ def plot(data, path):
     except ImportError:
         raise SystemExit(
             "torchneuron estimate: --plot needs matplotlib; install it with "
-            "`pip install 'torch-neuronx[tools]'` (or `pip install matplotlib`)"
+            "`pip install matplotlib` (in the torchneuron checkout: "
+            "`pip install --no-build-isolation -e '.[tools]'`)"
         ) from None
     platforms = data["platforms"]
     classes = sorted({c for s in platforms.values() for c in s["time_by_class_s"]})

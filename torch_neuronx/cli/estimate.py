@@ -120,8 +120,9 @@ def _check_matplotlib():
         import matplotlib  # noqa: F401
     except ImportError:
         print(
-            "torchneuron estimate: --plot needs matplotlib: pip install 'torch-neuronx[tools]' "
-            "(or pip install matplotlib), or leave out --plot",
+            "torchneuron estimate: --plot needs matplotlib: pip install matplotlib (in the "
+            "torchneuron checkout: pip install --no-build-isolation -e '.[tools]'), or leave "
+            "out --plot",
             file=sys.stderr,
         )
         raise SystemExit(2) from None
