@@ -232,6 +232,16 @@ _BEHAVIOURS = (
         "tests/test_device_api.py::test_sdpa_kernel_overrideable_selects_the_fused_attention",
     ),
     Row(
+        "compile artifacts: one job directory per graph",
+        "behaviour",
+        DIFFERENT,
+        "with TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1, `proc_<rank>/<job>/` holds the FX "
+        "graphs, `compiler_args.txt` and the generated code; no StableHLO, NEFF or "
+        "log-neuron-cc.txt (docs/compile.md)",
+        "compiler/about-compiler-artifacts.html",
+        "tests/_dynamo/test_semantics.py::test_debug_dir_keeps_graphs_and_code_only_when_asked",
+    ),
+    Row(
         "distribution `torch-neuronx`",
         "behaviour",
         DIFFERENT,

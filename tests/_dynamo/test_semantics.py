@@ -165,14 +165,22 @@ def test_debug_dir_keeps_graphs_and_code_only_when_asked(monkeypatch, tmp_path):
     torch._dynamo.reset()
     monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
     torch.compile(scale_shift, backend="neuron", options={"model_name": "kept"})(x)
-    # <model>_<compile id>_<graph>_<time>_<pid>.fx.txt
-    graphs = [
-        re.fullmatch(r"kept_\d+_\d+_([a-z]+)_[\d-]+_\d+\.fx\.txt", p.name)
-        for p in (tmp_path / "fx_graphs" / "proc_0").iterdir()
+    # One job directory per graph (AWS's "What are Neuron Compiler artifacts?"):
+    # proc_<rank>/<model>_<compile id>_<time>_<pid>/
+    (job,) = (tmp_path / "proc_0").iterdir()
+    assert re.fullmatch(r"kept_\d+_\d+_[\d-]+_\d+", job.name), job.name
+    assert sorted(p.name for p in job.iterdir()) == [
+        "backward.fx.txt",
+        "backward.py",
+        "compiler_args.txt",
+        "dynamo.fx.txt",
+        "forward.fx.txt",
+        "forward.py",
     ]
-    assert sorted(g.group(1) for g in graphs) == ["backward", "dynamo", "forward"]
-    code = list((tmp_path / "generated" / "proc_0").glob("kept_*_forward_*.py"))
-    assert len(code) == 1 and "cpp_fused" in code[0].read_text()
+    assert "cpp_fused" in (job / "forward.py").read_text()
+    args = dict(line.split("=", 1) for line in (job / "compiler_args.txt").read_text().split())
+    assert args["model_name"] == "kept" and args["platform"] == "trn2"
+    assert args["64bit_policy"] == "narrow" and args["torch"] == torch.__version__
 
 
 def test_set_stance_applies_to_neuron_graphs():

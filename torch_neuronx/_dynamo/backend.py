@@ -39,7 +39,9 @@ def neuron_backend(gm, example_inputs, *, mode=None, options=None):
             recompile=bool(compile_id is not None and compile_id.frame_compile_id),
         )
     )
-    artifacts.save_graph(artifacts.stamp(f"{name}_dynamo"), gm)
+    record.job = artifacts.job(name)
+    artifacts.save_args(record.job, opts)
+    artifacts.save_graph(record.job, "dynamo", gm)
     start = time.perf_counter()
     try:
         compiled = compiler.compile_graph(gm, example_inputs, opts, record)

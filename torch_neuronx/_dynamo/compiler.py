@@ -86,9 +86,8 @@ def _compile_part(gm, example_inputs, *, options, graph_metrics, **inductor_kwar
         hit = warm and counters["inductor"]["fxgraph_cache_hit"] > hits
         entry.adopt(_kernel_libraries(compiled))
         entry.commit()
-    tag = artifacts.stamp(f"{graph_metrics.name}_{kind}")
-    artifacts.save_graph(tag, gm)
-    artifacts.save_code(tag, compiled)
+    artifacts.save_graph(graph_metrics.job, kind, gm)
+    artifacts.save_code(graph_metrics.job, kind, compiled)
     graph_metrics.subgraphs.append(
         metrics.SubgraphMetrics(kind, key, hit, time.perf_counter() - start)
     )

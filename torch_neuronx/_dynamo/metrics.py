@@ -21,6 +21,7 @@ class GraphMetrics:
     name: str
     compile_id: str
     recompile: bool
+    job: str = ""  # its directory of debug artifacts (artifacts.py)
     compile_time_s: float = 0.0
     fallback: bool = False
     subgraphs: list = dataclasses.field(default_factory=list)
