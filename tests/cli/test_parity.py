@@ -120,6 +120,10 @@ def test_device_rng_is_explained_and_judged_by_statistics(tmp_path):
     assert "drew from the device's generators" in report["reason"]
     assert f"char_gpt.py:{first['site']['line']}" in report["reason"]
     assert report["statistics"]["equivalent"] and len(report["statistics"]["windows"]) == 5
+    # Chance was measured by a second CPU run with another seed, which drew other numbers.
+    assert report["statistics"]["reference"]
+    assert report["runs"]["cpu_other_seed"]["status"] == "ok"
+    assert any(w["reference_difference"] != 0 for w in report["statistics"]["windows"])
     assert "**Verdict: statistically equivalent**" in markdown.read_text()
 
 
@@ -185,3 +189,26 @@ def test_hugging_face_trainer_is_bit_identical():
     assert out.returncode == 0, out.stderr
     assert report["runs"]["neuron"]["loss_devices"] == ["neuron"]
     assert report["verdict"] == "bit-identical" and report["steps"] == 4
+
+
+def test_seed_offset_gives_the_same_program_other_random_numbers(tmp_path):
+    # The reference run of --device-rng: torch.manual_seed(s) seeds s + offset.
+    import json
+    import subprocess
+    import sys
+
+    from torch_neuronx.cli import runs
+
+    program = tmp_path / "draws.py"
+    program.write_text("import torch\ntorch.manual_seed(7)\nprint(torch.rand(2).tolist())\n")
+
+    def draws(*options):
+        command = [sys.executable, runs.LAUNCHER, "--events", str(tmp_path / "e.jsonl")]
+        out = subprocess.run(
+            [*command, "--cpu-only", *options, str(program)], capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    plain, offset, again = draws(), draws("--seed-offset", "1"), draws("--seed-offset", "1")
+    assert offset == again != plain == draws()

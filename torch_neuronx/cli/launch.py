@@ -142,6 +142,20 @@ def hide_accelerators():
     torch.accelerator.device_count = lambda: 0
 
 
+def offset_seeds(offset):
+    """Seeds torch's default generators `offset` away from what the script asks for: the same
+    program with other random numbers, as another seed gives (generators the script makes and
+    seeds itself keep their seeds; an unseeded script draws other numbers each run anyway)."""
+    import torch
+
+    manual_seed = torch.manual_seed
+
+    def offset_manual_seed(seed):
+        return manual_seed(int(seed) + offset)
+
+    torch.manual_seed = torch.random.manual_seed = offset_manual_seed
+
+
 def set_argv_and_path(target, args, as_module):
     """Sets sys.argv and sys.path[0] as the interpreter would for the target."""
     sys.argv = [target, *args]
@@ -174,6 +188,9 @@ def main():
     parser.add_argument("--observe", action="store_true", help="collect torchneuron findings")
     parser.add_argument("--record-losses", action="store_true", help="record backward() losses")
     parser.add_argument("--cpu-only", action="store_true", help="hide every accelerator")
+    parser.add_argument(
+        "--seed-offset", type=int, default=0, help="seed torch's default generators apart"
+    )
     parser.add_argument("-m", dest="as_module", action="store_true", help="TARGET is a module")
     parser.add_argument("target")
     parser.add_argument("args", nargs=argparse.REMAINDER)
@@ -195,6 +212,8 @@ def main():
         observer.start()
     if opts.cpu_only:
         hide_accelerators()
+    if opts.seed_offset:
+        offset_seeds(opts.seed_offset)
     if opts.record_losses:
         record_losses(emit)
     start = time.perf_counter()

@@ -23,8 +23,11 @@ Random numbers: by default, random ops on neuron tensors draw from the CPU's def
 (TORCH_NEURONX_RNG=cpu), the stream the CPU run draws from in the same program order, so dropout
 and on-device randn see the CPU's numbers and the curves compare step by step. --device-rng
 draws them from the device's own generators, as on Trainium: the curves then differ by chance,
-and the verdict compares their statistics (windowed means, within three standard errors of the
-curves' own noise) instead of their steps.
+and the verdict compares their statistics instead of their steps. What chance alone gives is
+measured: when the steps differ, a second CPU run draws other random numbers (torch's seeds
+offset by one, as another seed would), and each windowed mean of the neuron curve must lie
+within three errors of the CPU curve's, an error combining the curves' step noise with how far
+the two CPU runs' means are apart.
 
 Verdict: bit-identical, within tolerance (|neuron - cpu| <= atol + rtol * |cpu| at every step),
 statistically equivalent (--device-rng only) or diverged. Exit status: 0, or 1 when the verdict
@@ -119,7 +122,14 @@ def run(args):
         "runs": runs_data,
         "plot": None,
     }
-    _explain_randomness(data, neuron_curve, cpu_curve)
+    reference = None
+    if _judged_by_statistics(data, neuron_curve, cpu_curve):
+        spread = _run_with_progress(
+            target, "cpu", args, metric, total=len(cpu_curve), seed_offset=1
+        )
+        reference = _curves(spread, metric)[0 if metric else 1]
+        runs_data["cpu_other_seed"] = spread.summary()
+    _explain_randomness(data, neuron_curve, cpu_curve, reference)
     _explain_missing(data, neuron, cpu, neuron_curve, cpu_curve)
     data["curves"] = {"neuron": neuron_curve, "cpu": cpu_curve}
     if args.plot and data["steps"]:
@@ -156,11 +166,12 @@ def _compares_itself(neuron_curve, own_cpu_curve, args):
     )
 
 
-def _run_with_progress(target, device, args, metric, total):
+def _run_with_progress(target, device, args, metric, total, seed_offset=0):
     from tqdm import tqdm
 
     extra = shlex.split(args.cpu_args if device == "cpu" else args.neuron_args)
-    bar = tqdm(total=total, desc=f"{device} run", unit="step", disable=None, file=sys.stderr)
+    label = f"{device} run" + (" (other seed)" if seed_offset else "")
+    bar = tqdm(total=total, desc=label, unit="step", disable=None, file=sys.stderr)
 
     def progress(result):
         steps = len(_metric_values(result.stdout, metric)) if metric else len(result.losses)
@@ -173,6 +184,7 @@ def _run_with_progress(target, device, args, metric, total):
             extra_args=extra,
             observe=device == "neuron",
             rng="device" if args.device_rng else "cpu",
+            seed_offset=seed_offset,
             record_losses=metric is None,
             capture=True,
             echo=args.verbose,
@@ -277,12 +289,16 @@ def _random_ops(neuron, source):
     }
 
 
-def compare_statistics(neuron, cpu, windows=WINDOWS, errors=STANDARD_ERRORS):
+def compare_statistics(neuron, cpu, reference=None, windows=WINDOWS, errors=STANDARD_ERRORS):
     """Whether two curves learned the same things at the same rate: each has the other's mean in
-    every window (consecutive steps, at most `windows` of them) within `errors` standard errors.
+    every window (consecutive steps, at most `windows` of them) within `errors` errors.
     A curve's noise is estimated from its step-to-step differences (var(diff) / 2), which keeps
-    trends out of it; a window's standard error is that of the difference of its two means."""
-    steps = min(len(neuron), len(cpu))
+    trends out of it; a window's standard error is that of the difference of its two means.
+    `reference`, a second run of `cpu`'s side with other random numbers (another seed), shows
+    what chance alone does to a window's mean as training goes on (trajectories drift apart,
+    and each step's data can differ, which step noise does not measure): its difference from
+    `cpu` joins the error in quadrature."""
+    steps = min(len(neuron), len(cpu), *([len(reference)] if reference else []))
     count = max(1, min(windows, steps // 2))
     noise = (_step_noise(neuron[:steps]) + _step_noise(cpu[:steps])) / 2
     bounds = [round(i * steps / count) for i in range(count + 1)]
@@ -290,14 +306,21 @@ def compare_statistics(neuron, cpu, windows=WINDOWS, errors=STANDARD_ERRORS):
     for low, high in zip(bounds, bounds[1:]):
         a, b = neuron[low:high], cpu[low:high]
         difference = sum(a) / len(a) - sum(b) / len(b)
-        error = math.sqrt(2 * noise / len(a))
+        standard_error = math.sqrt(2 * noise / len(a))
+        drift = None
+        if reference:
+            c = reference[low:high]
+            drift = sum(b) / len(b) - sum(c) / len(c)
+        error = math.hypot(standard_error, drift or 0.0)
         rows.append(
             {
                 "steps": [low, high],
                 "neuron_mean": sum(a) / len(a),
                 "cpu_mean": sum(b) / len(b),
                 "difference": difference,
-                "standard_error": error,
+                "standard_error": standard_error,
+                "reference_difference": drift,
+                "error": error,
                 "within": abs(difference) <= errors * error,
             }
         )
@@ -305,6 +328,7 @@ def compare_statistics(neuron, cpu, windows=WINDOWS, errors=STANDARD_ERRORS):
         "windows": rows,
         "standard_errors": errors,
         "noise_std": math.sqrt(noise),
+        "reference": reference is not None,
         "equivalent": all(r["within"] for r in rows),
     }
 
@@ -317,7 +341,19 @@ def _step_noise(curve):
     return sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / 2
 
 
-def _explain_randomness(data, neuron_curve, cpu_curve):
+def _judged_by_statistics(data, neuron_curve, cpu_curve):
+    """Curves that differ only because the device drew its own random numbers, long enough to
+    compare their statistics."""
+    return (
+        data["rng"]["source"] == "device"
+        and data["rng"]["first_device_op"] is not None
+        and data["verdict"] == "diverged"
+        and len(neuron_curve) == len(cpu_curve)
+        and data["steps"] >= 4
+    )
+
+
+def _explain_randomness(data, neuron_curve, cpu_curve, reference=None):
     """With the device's generators, curves that differ are judged by their statistics, and the
     reason names the random ops that made them differ."""
     first = data["rng"]["first_device_op"]
@@ -332,20 +368,20 @@ def _explain_randomness(data, neuron_curve, cpu_curve):
     if len(neuron_curve) != len(cpu_curve) or data["steps"] < 4:
         data["reason"] = f"{cause}; too few steps to compare the curves' statistics"
         return
-    stats = data["statistics"] = compare_statistics(neuron_curve, cpu_curve)
+    stats = data["statistics"] = compare_statistics(neuron_curve, cpu_curve, reference)
     if stats["equivalent"]:
         data["verdict"] = "statistically equivalent"
         data["reason"] = (
             f"{cause}, so the steps differ by chance; every windowed mean agrees within "
-            f"{stats['standard_errors']:g} standard errors"
+            f"{stats['standard_errors']:g} errors of what chance gives"
         )
     else:
         bad = next(r for r in stats["windows"] if not r["within"])
         data["reason"] = (
             f"{cause}, but chance does not explain the difference: over steps "
             f"{bad['steps'][0]}-{bad['steps'][1] - 1} the means differ by "
-            f"{bad['difference']:.4g}, beyond {stats['standard_errors']:g} standard errors "
-            f"({bad['standard_error']:.3g})"
+            f"{bad['difference']:.4g}, beyond {stats['standard_errors']:g} errors "
+            f"({bad['error']:.3g})"
         )
 
 
@@ -499,16 +535,22 @@ def _statistics_table(stats):
             f"{r['cpu_mean']:.6g}",
             f"{r['difference']:.3g}",
             f"{r['standard_error']:.3g}",
+            _number(r["reference_difference"]),
+            f"{r['error']:.3g}",
             "yes" if r["within"] else "**no**",
         )
         for r in stats["windows"]
     ]
+    reference = (
+        "; a second CPU run with another seed shows what chance alone does to each mean"
+        if stats["reference"]
+        else ""
+    )
+    headers = ("Steps", "neuron mean", "CPU mean", "Difference", "Std. error")
     return (
-        f"Statistics (windowed means; within {stats['standard_errors']:g} standard errors of a "
-        f"step noise of {stats['noise_std']:.3g}):\n\n"
-        + report.table(
-            ("Steps", "neuron mean", "CPU mean", "Difference", "Std. error", "Within"), rows
-        )
+        f"Statistics (windowed means within {stats['standard_errors']:g} errors; step noise "
+        f"{stats['noise_std']:.3g}{reference}):\n\n"
+        + report.table((*headers, "CPU vs CPU, other seed", "Error", "Within"), rows)
     )
 
 

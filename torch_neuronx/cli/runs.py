@@ -123,6 +123,7 @@ def run(
     timeout=None,
     on_progress=None,
     rng=None,
+    seed_offset=0,
 ):
     """Runs ``target`` on ``device`` ('neuron' or 'cpu') in a child process.
 
@@ -130,7 +131,8 @@ def run(
     for the report); with it, stdout lines are kept (and the stderr tail, for errors), and
     ``echo`` shows both on this process's stderr as well.
     ``on_progress(result)`` is called about five times a second while it runs. ``rng``, for a
-    neuron run: "cpu" or "device" (TORCH_NEURONX_RNG), or None to leave the environment's.
+    neuron run: "cpu" or "device" (TORCH_NEURONX_RNG), or None to leave the environment's;
+    ``seed_offset`` seeds torch's default generators that far from the script's seeds.
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1", **DEVICE_ENV[device])
     if rng is not None and device == "neuron":
@@ -141,6 +143,7 @@ def run(
         command = [sys.executable, LAUNCHER, "--events", events_path]
         command += ["--observe"] * observe + ["--record-losses"] * record_losses
         command += ["--cpu-only"] * (device == "cpu")
+        command += ["--seed-offset", str(seed_offset)] * bool(seed_offset)
         command += ["-m"] * target.as_module + [target.name, *target.args, *extra_args]
         result = RunResult(device, target.command(extra_args), "running", 0, 0.0)
         stderr_path = os.path.join(tmp, "stderr.txt")
