@@ -14,6 +14,8 @@ import torch
 from torch_neuronx import config
 
 _DEFAULT = os.path.join(os.path.dirname(__file__), "op_policy.json")
+
+
 @functools.lru_cache(maxsize=None)
 def policy():
     """The policy document: the built-in one, with the sections of TORCH_NEURONX_OP_POLICY's
