@@ -37,12 +37,14 @@ WHEEL_CHECK := build/wheel-check
 install: $(EXTENSION)
 
 # The distribution was called torchneuron before it took TorchNeuron's name (torch-neuronx,
-# docs/package.md): an old install of it is removed first.
+# docs/package.md): an old install of it is removed first, with the metadata an in-tree build
+# left in the checkout (on sys.path when tests run from the checkout).
 $(STAMP): pyproject.toml setup.py $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(CONSTRAINTS) torch==$(TORCH_VERSION) $(EXTRA_PACKAGES) ninja setuptools wheel
 	$(PY) -m pip uninstall -q -y torchneuron
+	rm -rf torchneuron.egg-info
 	$(BUILD_ENV) TORCH_NEURONX_BUILD_EXTENSION=0 $(PY) -m pip install -q -c $(CONSTRAINTS) --no-build-isolation -e '.[test,lint]'
 	touch $(STAMP)
 

@@ -14,13 +14,6 @@ import torch
 from torch_neuronx import config
 
 _DEFAULT = os.path.join(os.path.dirname(__file__), "op_policy.json")
-# Keys whose kernel an op on neuron tensors runs before the device's fallback is reached.
-_DEVICE_GENERIC_KEYS = (
-    "PrivateUse1",
-    "CompositeExplicitAutograd",
-    "CompositeExplicitAutogradNonFunctional",
-    "CompositeImplicitAutograd",
-)
 
 
 @functools.lru_cache(maxsize=None)
@@ -139,12 +132,8 @@ def route_device_kernels(ops: list[str]) -> int:
 def is_library_fallback(op):
     """Whether `op` (an OpOverload) is another library's op that takes the CPU-fallback tier: one
     outside aten and the native namespaces that has a CPU kernel, no neuron kernel and no
-    composite one (what Fallback.cpp decides for the ops that reach it)."""
-    name = op.name()
-    if op.namespace == "aten" or op.namespace in native_namespaces():
-        return False
-    has_kernel = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, name)
-    return has_kernel("CPU") and not any(map(has_kernel, _DEVICE_GENERIC_KEYS))
+    composite one. The runtime's rule (Fallback.cpp), asked, not restated."""
+    return torch.ops.neuron.takes_library_fallback(op.name())
 
 
 def fusable_ops():

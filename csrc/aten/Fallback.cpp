@@ -555,6 +555,23 @@ void announce_fallback(const std::string& op, bool compiled) {
   announce(*op_counts(op), compiled);
 }
 
+bool takes_library_fallback(const std::string& name) {
+  const auto dot = name.find('.', name.find("::"));
+  const auto op = c10::Dispatcher::singleton().findOp(
+      {name.substr(0, dot), dot == std::string::npos ? std::string() : name.substr(dot + 1)});
+  if (!op) {
+    return false;
+  }
+  for (auto key : {c10::DispatchKey::PrivateUse1, c10::DispatchKey::CompositeExplicitAutograd,
+           c10::DispatchKey::CompositeExplicitAutogradNonFunctional,
+           c10::DispatchKey::CompositeImplicitAutograd}) {
+    if (op->hasKernelForDispatchKey(key)) {
+      return false;
+    }
+  }
+  return is_library_op(*op);
+}
+
 void add_native_namespaces(const std::vector<std::string>& namespaces) {
   auto& native = native_namespaces();
   std::lock_guard<std::mutex> lock(native.mutex);

@@ -350,6 +350,8 @@ TORCH_LIBRARY(neuron, m) {
       &route);
   m.def("add_native_namespaces(str[] namespaces) -> ()",
       [](std::vector<std::string> namespaces) { add_native_namespaces(namespaces); });
+  m.def("takes_library_fallback(str op) -> bool",
+      [](std::string op) { return takes_library_fallback(op); });
   m.def("route_device_kernels(str[] ops) -> int",
       [](std::vector<std::string> ops) { return route_device_kernels(ops); });
   m.def("counters() -> (str[], int[])", &counters);

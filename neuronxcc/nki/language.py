@@ -20,7 +20,7 @@ from nki._src.language.memory import to_sbuf
 from nki._src.tensor import NkiTensor, ds  # noqa: F401 - re-exported
 from nki._src.tiles import fill
 
-from . import _instructions, _ops
+from . import _ops
 from ._blocks import BlockTensor
 from ._dma import dma
 from ._index import Access, arange, mgrid  # noqa: F401 - re-exported
@@ -471,9 +471,7 @@ expand_dims = new.expand_dims
 def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
     """``x`` with each element zeroed with probability ``rate``."""
     dst = ndarray(x.shape, dtype or x.dtype, buffer=buffers.sbuf)
-    execute(
-        _instructions.dropout, "nl.dropout", mask=mask, writes=("dst",), dst=dst, data=x, prob=rate
-    )
+    execute(new_isa.dropout, "nl.dropout", mask=mask, writes=("dst",), dst=dst, data=x, prob=rate)
     return dst
 
 

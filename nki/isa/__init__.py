@@ -22,9 +22,10 @@ from .._src.isa.elementwise import (
     tensor_scalar,
     tensor_tensor,
 )
-from .._src.isa.gpsimd import affine_select, iota
+from .._src.isa.gpsimd import affine_select, iota, sequence_bounds
 from .._src.isa.matmul import nc_matmul, nc_transpose
 from .._src.isa.mx import nc_matmul_mx, quantize_mx
+from .._src.isa.random import dropout
 from .._src.isa.reduce import max8, tensor_partition_reduce, tensor_reduce, tensor_scalar_reduce
 from .._src.isa.registers import (
     VirtualRegister,
@@ -33,7 +34,7 @@ from .._src.isa.registers import (
     register_move,
     register_store,
 )
-from .._src.isa.scan import tensor_tensor_scan
+from .._src.isa.scan import tensor_scalar_cumulative, tensor_tensor_scan
 from .._src.isa.search import nc_find_index8, nc_match_replace8, nonzero_with_count
 from .._src.isa.select import local_gather, nc_n_gather, range_select, select_reduce
 from .._src.isa.shuffle import nc_stream_shuffle
@@ -62,6 +63,7 @@ __all__ = [
     "dma_copy",
     "dma_engine",
     "dma_transpose",
+    "dropout",
     "engine",
     "exponential",
     "get_nc_version",
@@ -92,6 +94,7 @@ __all__ = [
     "scalar_engine",
     "scalar_tensor_tensor",
     "select_reduce",
+    "sequence_bounds",
     "sendrecv",
     "tensor_copy",
     "tensor_copy_predicated",
@@ -99,6 +102,7 @@ __all__ = [
     "tensor_partition_reduce",
     "tensor_reduce",
     "tensor_scalar",
+    "tensor_scalar_cumulative",
     "tensor_scalar_reduce",
     "tensor_tensor",
     "tensor_tensor_scan",

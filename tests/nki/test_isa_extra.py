@@ -334,3 +334,38 @@ def test_magnitude_and_remainder_operators():
     assert nl.abs_max(a, b).host.tolist() == [[-5.0, -1.0, 7.5, -7.5]]
     assert nl.mod(a, b).host.tolist() == [[1.0, -0.0, 1.5, 0.5]]
     assert nl.fmod(a, b).host.tolist() == [[-2.0, 0.0, 1.5, -1.5]]
+
+
+def test_tensor_scalar_cumulative_is_a_running_reduction_that_can_continue():
+    # AWS's nki.isa.tensor_scalar_cumulative: reg = op1(op0(src[i], imm0), reg); dst[i] = reg.
+    src = torch.randn(8, 16)
+    dst = nl.ndarray((8, 16), nl.float32)
+    nisa.tensor_scalar_cumulative(dst=dst, src=tile(src), op0=nl.multiply, op1=nl.add, imm0=2.0)
+    torch.testing.assert_close(dst.host, torch.cumsum(2 * src, 1))
+    more = nl.ndarray((8, 16), nl.float32)
+    nisa.tensor_scalar_cumulative(
+        dst=more,
+        src=tile(src),
+        op0=nl.add,
+        op1=nl.maximum,
+        imm0=0.0,
+        reduce_cmd=nisa.reduce_cmd.reduce,
+    )
+    running = torch.cummax(torch.cat([torch.cumsum(2 * src, 1)[:, -1:], src], 1), 1).values[:, 1:]
+    torch.testing.assert_close(more.host, running)
+
+
+def test_sequence_bounds_gives_each_segments_extent_and_pads_id_zero():
+    ids = torch.tensor([[1, 1, 2, 2, 2, 0, 3]], dtype=torch.float32)
+    dst = nl.ndarray((1, 2, 7), nl.float32)
+    nisa.sequence_bounds(dst=dst, segment_ids=tile(ids))
+    assert dst.host.reshape(2, 7).tolist() == [[0, 0, 2, 2, 2, 7, 6], [2, 2, 5, 5, 5, -1, 7]]
+
+
+def test_dropout_zeroes_with_the_given_probability_and_keeps_the_rest():
+    data = torch.rand(128, 512) + 1
+    dst = nl.ndarray((128, 512), nl.float32)
+    nisa.dropout(dst=dst, data=tile(data), prob=0.25)
+    kept = dst.host != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.01
+    assert torch.equal(dst.host[kept], data[kept])

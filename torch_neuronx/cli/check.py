@@ -99,6 +99,14 @@ def run(args):
     return 1 if worst >= threshold else 0
 
 
+def finding(*, kind: str, severity: str, title: str, advice: str, **details) -> dict:
+    """One finding of the report (docs/cli.md's schema): what was found, how much it matters, what
+    to do, and the details its kind carries (its sites, op, values, ...)."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"a finding's severity is one of {SEVERITIES}, not {severity!r}")
+    return {"kind": kind, "severity": severity, "title": title, "advice": advice, **details}
+
+
 def analyse(target, neuron, cpu=None):
     """The report's data (the JSON document) from the neuron run and the optional CPU run."""
     raw = neuron.findings or {}
@@ -116,25 +124,25 @@ def analyse(target, neuron, cpu=None):
     findings += compile_findings
     if raw and not failed and not counters.get("DeviceAllocations"):
         findings.append(
-            {
-                "kind": "device_unused",
-                "severity": "warning",
-                "title": "Nothing ran on the neuron device",
-                "advice": "the script never put a tensor on neuron: make it pick "
+            finding(
+                kind="device_unused",
+                severity="warning",
+                title="Nothing ran on the neuron device",
+                advice="the script never put a tensor on neuron: make it pick "
                 "`torch.accelerator.current_accelerator()` (or pass its device option)",
-            }
+            )
         )
     if failed:
         findings.insert(0, _failure_finding(neuron, cpu, findings))
     findings += _hardware_only_findings()
     for problem in raw.get("internal_errors", []):
         findings.append(
-            {
-                "kind": "internal",
-                "severity": "info",
-                "title": "torchneuron check could not record an event",
-                "advice": problem,
-            }
+            finding(
+                kind="internal",
+                severity="info",
+                title="torchneuron check could not record an event",
+                advice=problem,
+            )
         )
     findings.sort(key=lambda f: SEVERITIES.index(f["severity"]))
     worst = next((f["severity"] for f in findings if f["severity"] != "info"), None)
@@ -156,12 +164,12 @@ def analyse(target, neuron, cpu=None):
 def _hardware_only_findings():
     """TorchNeuron's hardware-only variables set for the run: they change nothing here."""
     return [
-        {
-            "kind": "hardware_only",
-            "severity": "info",
-            "title": f"`{name}={value}` has no effect on the emulator",
-            "advice": f"nothing: {config.HARDWARE_ONLY[name]}",
-        }
+        finding(
+            kind="hardware_only",
+            severity="info",
+            title=f"`{name}={value}` has no effect on the emulator",
+            advice=f"nothing: {config.HARDWARE_ONLY[name]}",
+        )
         for name, value in config.hardware_only_set().items()
     ]
 
@@ -238,28 +246,28 @@ def _fallback_findings(events, counters, wall):
         principle = principles.get(op, None if op.startswith("aten::") else "library_ops")
         mode = "compiled graph" if compiled == calls else "eager" if not compiled else "both"
         findings.append(
-            {
-                "kind": "cpu_fallback",
-                "severity": "warning",
-                "title": f"`{op}` runs on the host (CPU fallback): {calls} calls, "
+            finding(
+                kind="cpu_fallback",
+                severity="warning",
+                title=f"`{op}` runs on the host (CPU fallback): {calls} calls, "
                 f"{report.size(nbytes)} copied, {report.seconds(host_s)} "
                 f"({_percent(share)} of the run)",
-                "advice": FALLBACK_ADVICE.get(principle, "avoid the op in the hot loop"),
-                "op": op,
-                "principle": principle,
-                "why": why.get(principle, "the op policy sends it to the host"),
-                "calls": calls,
-                "eager_calls": calls - compiled,
-                "compiled_calls": compiled,
-                "mode": mode,
-                "bytes": nbytes,
-                "host_time_s": host_s,
-                "host_share": share,
-                "sites": sorted(
+                advice=FALLBACK_ADVICE.get(principle, "avoid the op in the hot loop"),
+                op=op,
+                principle=principle,
+                why=why.get(principle, "the op policy sends it to the host"),
+                calls=calls,
+                eager_calls=calls - compiled,
+                compiled_calls=compiled,
+                mode=mode,
+                bytes=nbytes,
+                host_time_s=host_s,
+                host_share=share,
+                sites=sorted(
                     (_site_row(r, bytes=r["bytes"], host_time_s=r["host_ns"] / 1e9) for r in rows),
                     key=lambda s: -s["calls"],
                 ),
-            }
+            )
         )
     findings.sort(key=lambda f: -f["host_time_s"])
     return findings
@@ -278,48 +286,48 @@ def _64bit_findings(events, ended):
         value = e["min"] if e["min"] < -(2**31) else e["max"]
         fatal = ended([e["site"]])
         findings.append(
-            {
-                "kind": "int64_overflow",
-                "severity": "blocker" if fatal else "warning",
-                "title": f"int64 value {value} from {e['op']} does not fit in int32 {INT32_RANGE}"
+            finding(
+                kind="int64_overflow",
+                severity="blocker" if fatal else "warning",
+                title=f"int64 value {value} from {e['op']} does not fit in int32 {INT32_RANGE}"
                 + ("" if fatal else HANDLED),
-                "advice": "keep int64 values within the int32 range (Trainium holds int64 as "
+                advice="keep int64 values within the int32 range (Trainium holds int64 as "
                 "int32), e.g. compute them on the host or rescale them",
-                "value": value,
-                "sites": [_site_row(e, values=e["values"], min=e["min"], max=e["max"])],
-            }
+                value=value,
+                sites=[_site_row(e, values=e["values"], min=e["min"], max=e["max"])],
+            )
         )
     if narrowed:
         values = sum(e["values"] for e in narrowed)
         findings.append(
-            {
-                "kind": "float64",
-                "severity": "warning",
-                "title": f"float64 data on the device: {values} values rounded to float32 "
+            finding(
+                kind="float64",
+                severity="warning",
+                title=f"float64 data on the device: {values} values rounded to float32 "
                 f"precision ({_places(len(narrowed))})",
-                "advice": "use float32 (Trainium has no 64-bit arithmetic); results computed in "
+                advice="use float32 (Trainium has no 64-bit arithmetic); results computed in "
                 "float64 elsewhere will differ",
-                "values": values,
-                "sites": sorted(
+                values=values,
+                sites=sorted(
                     (_site_row(e, values=e["values"]) for e in narrowed),
                     key=lambda s: -s["values"],
                 ),
-            }
+            )
         )
     if fitting:
         findings.append(
-            {
-                "kind": "int64",
-                "severity": "info",
-                "title": f"int64 data reached the device in {_places(len(fitting))}; every value "
+            finding(
+                kind="int64",
+                severity="info",
+                title=f"int64 data reached the device in {_places(len(fitting))}; every value "
                 "fits in int32",
-                "advice": "nothing to change: Trainium holds int64 as int32, and these values "
+                advice="nothing to change: Trainium holds int64 as int32, and these values "
                 "fit (index tensors keep working)",
-                "sites": sorted(
+                sites=sorted(
                     (_site_row(e, values=e["values"], min=e["min"], max=e["max"]) for e in fitting),
                     key=lambda s: -s["calls"],
                 ),
-            }
+            )
         )
     return findings
 
@@ -334,29 +342,29 @@ def _random_findings(events):
     findings = []
     if drawn:
         findings.append(
-            {
-                "kind": "random",
-                "severity": "info",
-                "title": f"Random ops on neuron tensors draw from the device's generators "
+            finding(
+                kind="random",
+                severity="info",
+                title=f"Random ops on neuron tensors draw from the device's generators "
                 f"({_places(len(drawn))}): the same seed gives other numbers than on the CPU",
-                "advice": "nothing to change for Trainium, where they run on the device; to "
+                advice="nothing to change for Trainium, where they run on the device; to "
                 "compare a run with the CPU's step by step, use `torchneuron parity` (which "
                 "draws them from the CPU's stream) or set TORCH_NEURONX_RNG=cpu",
-                "sites": [_site_row(e, values=e["values"]) for e in drawn],
-            }
+                sites=[_site_row(e, values=e["values"]) for e in drawn],
+            )
         )
     for e in folded:
         findings.append(
-            {
-                "kind": "int64_random",
-                "severity": "warning",
-                "op": e["op"],
-                "title": f"{e['op']} drew int64 values in [{e['min']}, {e['max']}), beyond int32: "
+            finding(
+                kind="int64_random",
+                severity="warning",
+                title=f"{e['op']} drew int64 values in [{e['min']}, {e['max']}), beyond int32: "
                 f"{e['values']} values were folded into the int32 part of the range",
-                "advice": "draw within the int32 range (Trainium holds int64 as int32), e.g. "
+                advice="draw within the int32 range (Trainium holds int64 as int32), e.g. "
                 "`torch.randint(0, 2**31 - 1, ...)`, or draw on the CPU",
-                "sites": [_site_row(e, values=e["values"])],
-            }
+                op=e["op"],
+                sites=[_site_row(e, values=e["values"])],
+            )
         )
     return findings
 
@@ -383,14 +391,14 @@ def _refusal_findings(events, ended):
             advice = "use an equivalent op that has a CPU implementation"
             extra = {"op": name}
         findings.append(
-            {
-                "kind": kind,
-                "severity": "blocker" if fatal else "warning",
-                "title": title,
-                "advice": advice,
+            finding(
+                kind=kind,
+                severity="blocker" if fatal else "warning",
+                title=title,
+                advice=advice,
                 **extra,
-                "sites": [_site_row(r) for r in rows],
-            }
+                sites=[_site_row(r) for r in rows],
+            )
         )
     return findings
 
@@ -403,16 +411,16 @@ def _nki_findings(failures, ended):
     for (message, _), rows in groups.items():
         fatal = ended([rows[0]["site"]])
         findings.append(
-            {
-                "kind": "nki_validation",
-                "severity": "blocker" if fatal else "warning",
-                "title": f"NKI kernel failed validation: {report.first_line(message)}"
+            finding(
+                kind="nki_validation",
+                severity="blocker" if fatal else "warning",
+                title=f"NKI kernel failed validation: {report.first_line(message)}"
                 + ("" if fatal else HANDLED),
-                "advice": "fix the kernel at that line: the simulator checks the hardware's "
+                advice="fix the kernel at that line: the simulator checks the hardware's "
                 "rules (partition, buffer and dtype limits)",
-                "message": message,
-                "sites": [{"site": rows[0]["site"], "via": rows[0]["via"], "calls": len(rows)}],
-            }
+                message=message,
+                sites=[{"site": rows[0]["site"], "via": rows[0]["via"], "calls": len(rows)}],
+            )
         )
     return findings
 
@@ -439,18 +447,18 @@ def _compile_findings(raw, failed):
         first = rows[0]
         advice = "; ".join(first["hints"][:2]) or "rewrite that line so that Dynamo can trace it"
         findings.append(
-            {
-                "kind": "graph_break",
-                "severity": "warning",
-                "title": f"Graph break at `{location}`: {reason}"
+            finding(
+                kind="graph_break",
+                severity="warning",
+                title=f"Graph break at `{location}`: {reason}"
                 + (f" ({first['explanation']})" if first["explanation"] else ""),
-                "advice": advice,
-                "reason": reason,
-                "explanation": first["explanation"],
-                "location": first["location"],
-                "count": len(rows),
-                "sites": [{"site": first["site"], "via": None, "calls": len(rows)}],
-            }
+                advice=advice,
+                reason=reason,
+                explanation=first["explanation"],
+                location=first["location"],
+                count=len(rows),
+                sites=[{"site": first["site"], "via": None, "calls": len(rows)}],
+            )
         )
     recompiles = {}
     for c in compiles:
@@ -462,19 +470,19 @@ def _compile_findings(raw, failed):
         seconds = sum(r["entire_frame_compile_time_s"] or 0 for r in rows)
         reasons = sorted({r["recompile_reason"] for r in rows})
         findings.append(
-            {
-                "kind": "recompile",
-                "severity": "warning",
-                "title": f"{len(rows)} recompile(s) of {function}: {cause} "
+            finding(
+                kind="recompile",
+                severity="warning",
+                title=f"{len(rows)} recompile(s) of {function}: {cause} "
                 f"({report.seconds(seconds)} compiling)",
-                "advice": advice,
-                "function": function,
-                "cause": cause,
-                "reasons": reasons,
-                "count": len(rows),
-                "compile_time_s": seconds,
-                "sites": [{"site": _code_frame(rows[0]), "via": None, "calls": len(rows)}],
-            }
+                advice=advice,
+                function=function,
+                cause=cause,
+                reasons=reasons,
+                count=len(rows),
+                compile_time_s=seconds,
+                sites=[{"site": _code_frame(rows[0]), "via": None, "calls": len(rows)}],
+            )
         )
     for c in compiles:
         if not c["fail_type"]:
@@ -489,33 +497,33 @@ def _compile_findings(raw, failed):
             }
         dynamic = "StaticShapeError" in (c["fail_reason"] or "")
         findings.append(
-            {
-                "kind": "excluded" if dynamic else "compile_failure",
-                "severity": "blocker" if failed else "warning",
-                "title": "Excluded feature: dynamic shapes in torch.compile"
+            finding(
+                kind="excluded" if dynamic else "compile_failure",
+                severity="blocker" if failed else "warning",
+                title="Excluded feature: dynamic shapes in torch.compile"
                 if dynamic
                 else f"torch.compile failed on {c['co_name']}: {c['fail_type']}",
-                "advice": exclusions.get("dynamic_shapes").way_out
+                advice=exclusions.get("dynamic_shapes").way_out
                 if dynamic
                 else "see the error; TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 runs such "
                 "graphs eagerly",
-                **({"feature": "dynamic shapes"} if dynamic else {}),
-                "function": c["co_name"],
-                "error": report.first_line(c["fail_reason"], 400),
-                "sites": [{"site": where or _code_frame(c), "via": None, "calls": 1}],
-            }
+                **({"feature": exclusions.get("dynamic_shapes").feature} if dynamic else {}),
+                function=c["co_name"],
+                error=report.first_line(c["fail_reason"], 400),
+                sites=[{"site": where or _code_frame(c), "via": None, "calls": 1}],
+            )
         )
     graphs = (neuron or {}).get("graphs", [])
     for g in graphs:
         if g["fallback"]:
             findings.append(
-                {
-                    "kind": "eager_graph",
-                    "severity": "warning",
-                    "title": f"Graph {g['name']} did not compile and runs eagerly",
-                    "advice": "see the warning it printed; on Trainium this graph would not run",
-                    "graph": g["name"],
-                }
+                finding(
+                    kind="eager_graph",
+                    severity="warning",
+                    title=f"Graph {g['name']} did not compile and runs eagerly",
+                    advice="see the warning it printed; on Trainium this graph would not run",
+                    graph=g["name"],
+                )
             )
     summary = {
         "graphs": (neuron or {}).get("num_graphs", 0),
@@ -575,16 +583,16 @@ def _failure_finding(neuron, cpu, findings):
             f"({cpu_error.get('type', cpu.status)}: "
             f"{report.first_line(cpu_error.get('message'), 200)}): fix the script first"
         )
-    return {
-        "kind": "script_failure",
-        "severity": "blocker",
-        "title": title,
-        "advice": advice,
-        "error": error,
-        "cause": cause,
-        "fails_on_cpu": None if cpu is None else cpu.status != "ok",
-        "sites": [{"site": where, "via": error.get("via"), "calls": 1}],
-    }
+    return finding(
+        kind="script_failure",
+        severity="blocker",
+        title=title,
+        advice=advice,
+        error=error,
+        cause=cause,
+        fails_on_cpu=None if cpu is None else cpu.status != "ok",
+        sites=[{"site": where, "via": error.get("via"), "calls": 1}],
+    )
 
 
 def _same_place(a, b):

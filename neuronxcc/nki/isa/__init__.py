@@ -20,7 +20,6 @@ from nki._src.errors import NkiValidationError, fail, require
 from nki._src.tensor import NkiTensor
 from nki._src.tiles import read_pf, write
 
-from .. import _instructions as extra
 from .._dma import dma
 from .._index import Access, IndexExpr, Predicate
 from .._masking import execute
@@ -191,7 +190,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.un
 def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     """``data`` with each element zeroed with probability ``prob`` (Vector engine)."""
     return _returned(
-        extra.dropout, "dropout", data.shape, dtype or data.dtype, mask=mask, data=data, prob=prob
+        new.dropout, "dropout", data.shape, dtype or data.dtype, mask=mask, data=data, prob=prob
     )
 
 
@@ -453,7 +452,7 @@ def sequence_bounds(*, segment_ids, dtype=None):
     shape = (segment_ids.shape[0], 2, _free(segment_ids))
     dst = _tile("sequence_bounds", shape, dtype or segment_ids.dtype)
     execute(
-        extra.sequence_bounds, "sequence_bounds", writes=("dst",), dst=dst, segment_ids=segment_ids
+        new.sequence_bounds, "sequence_bounds", writes=("dst",), dst=dst, segment_ids=segment_ids
     )
     return dst
 
@@ -593,7 +592,7 @@ def tensor_scalar_cumulative(
 ):
     """Cumulative ``op1`` of ``src op0 imm0`` along the free axis into ``dst``."""
     execute(
-        extra.tensor_scalar_cumulative,
+        new.tensor_scalar_cumulative,
         "tensor_scalar_cumulative",
         mask=mask,
         writes=("dst",),

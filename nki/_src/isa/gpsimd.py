@@ -1,10 +1,11 @@
-"""Affine index patterns on the GpSimd engine: iota and affine_select (e.g. causal masks)."""
+"""Index patterns on the GpSimd engine: iota and affine_select (e.g. causal masks), and
+sequence_bounds (the extent of each segment of equal ids)."""
 
 import math
 
 import torch
 
-from .. import alu, buffers, checks
+from .. import alu, buffers, checks, dtypes
 from ..errors import require
 from ..tiles import as_float32, read_pf, write
 from ..trace import issue
@@ -59,3 +60,39 @@ def affine_select(
     keep = cmp.binary(values, torch.zeros(())) != 0
     write(dst, torch.where(keep, read_pf(on_true_tile), torch.tensor(as_float32(on_false_value))))
     issue(where, "gpsimd", [dst], [on_true_tile])
+
+
+def sequence_bounds(dst, segment_ids, name=None):
+    """``[start, end)`` of the run of equal segment ids around each element (id 0 is padding:
+    start n, end -1), as ``dst[:, 0, :]`` and ``dst[:, 1, :]`` (GpSimd)."""
+    where = "sequence_bounds"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "segment_ids", segment_ids)
+    require(
+        segment_ids.dtype in (torch.float32, torch.int32),
+        where,
+        f"segment_ids must be float32 or int32, got {dtypes.name(segment_ids.dtype)}",
+    )
+    ids = read_pf(segment_ids)
+    parts, n = ids.shape
+    require(
+        dst.shape[0] == parts and dst.free_size == 2 * n,
+        where,
+        f"dst must be ({parts}, 2, {n}), got {dst.shape}",
+    )
+    starts = torch.empty_like(ids)
+    ends = torch.empty_like(ids)
+    for p in range(parts):
+        row = ids[p]
+        for i in range(n):
+            if row[i] == 0:
+                starts[p, i], ends[p, i] = n, -1
+                continue
+            lo, hi = i, i + 1
+            while lo > 0 and row[lo - 1] == row[i]:
+                lo -= 1
+            while hi < n and row[hi] == row[i]:
+                hi += 1
+            starts[p, i], ends[p, i] = lo, hi
+    write(dst, torch.stack([starts, ends], 1))
+    issue(where, "gpsimd", [dst], [segment_ids])

@@ -1,12 +1,14 @@
-"""tensor_tensor_scan: a per-partition recurrence along the free axis, as a parallel scan."""
+"""Per-partition recurrences along the free axis: tensor_tensor_scan (as a parallel scan) and
+tensor_scalar_cumulative (a running reduction in the Vector engine's accumulator registers)."""
 
 import torch
 
-from .. import alu, checks
-from ..errors import fail
+from .. import alu, checks, dtypes, runtime
+from ..enums import reduce_cmd as Cmd
+from ..errors import fail, require
 from ..tiles import read_pf, write
 from ..trace import issue
-from .elementwise import operand_value
+from .elementwise import apply, operand_value
 
 
 def _affine(op, data, first, reverse, where, label):
@@ -47,3 +49,59 @@ def tensor_tensor_scan(
         shift *= 2
     write(dst, a * operand_value(initial, parts) + b)
     issue(where, "vector", [dst], [data0, data1], reads=(initial,))
+
+
+_SCAN_OPS = ("add", "subtract", "multiply", "maximum", "minimum", "max", "min")
+_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0}
+
+
+def _scan(op, x, start):
+    """``r[i] = op(x[i], r[i-1])`` along the free axis of ``[P, F]`` ``x``, ``r[-1] = start``."""
+    if op.name == "add":
+        return start + torch.cumsum(x, 1)
+    if op.name == "multiply":
+        return start * torch.cumprod(x, 1)
+    if op.name in ("maximum", "max", "minimum", "min"):
+        lead = torch.cat([start.expand(x.shape[0], 1), x], 1)
+        best = torch.cummax(lead, 1) if op.name in ("maximum", "max") else torch.cummin(lead, 1)
+        return best.values[:, 1:]
+    out, r = torch.empty_like(x), start.expand(x.shape[0], 1).reshape(-1)
+    for i in range(x.shape[1]):
+        r = op.binary(x[:, i], r)
+        out[:, i] = r
+    return out
+
+
+def tensor_scalar_cumulative(
+    dst, src, op0, op1, imm0, imm1=None, reduce_cmd=Cmd.reset_reduce, name=None
+):
+    """``reg = op1(op0(src[i], imm0), reg)``, ``dst[i] = reg`` along the free axis (Vector)."""
+    where = "tensor_scalar_cumulative"
+    checks.on_chip(where, "dst", dst)
+    checks.on_chip(where, "src", src)
+    checks.same_tile(where, "dst", dst, "src", src)
+    for t in (dst, src):
+        require(
+            t.dtype not in (torch.int32, torch.uint32),
+            where,
+            f"int32/uint32 tiles are not supported, got {dtypes.name(t.dtype)}",
+        )
+    parts = src.shape[0]
+    f0 = alu.resolve(op0, where, "binary")
+    f1 = alu.resolve(op1, where, "binary")
+    require(f1.name in _SCAN_OPS, where, f"op1 {f1!r} must be add, subtract, multiply, max or min")
+    checks.operand(where, "imm0", imm0, parts)
+    lanes = runtime.current().vector_regs[:parts]
+    if reduce_cmd is Cmd.reset_reduce:
+        lanes.fill_(_START.get(f1.name, float("-inf") if "max" in f1.name else float("inf")))
+    elif reduce_cmd is Cmd.load_reduce:
+        require(imm1 is not None, where, "load_reduce needs imm1, the accumulator's start value")
+        checks.operand(where, "imm1", imm1, parts)
+        lanes.copy_(torch.as_tensor(operand_value(imm1, parts)).reshape(-1).expand(parts))
+    else:
+        require(reduce_cmd is Cmd.reduce, where, f"reduce_cmd {reduce_cmd} is not supported")
+    x = apply(f0, read_pf(src), operand_value(imm0, parts), False)
+    out = _scan(f1, x, lanes.clone().reshape(parts, 1))
+    lanes.copy_(out[:, -1])
+    write(dst, out)
+    issue(where, "vector", [dst], [src], reads=(imm0, imm1))
