@@ -60,6 +60,10 @@ def main():
         if rank == 0:
             print(f"step {step}: loss {mean.item():.6f}", flush=True)
     print(f"rank {rank} of {world} trained on {device}", flush=True)
+    # On torch 2.13, gloo's worker thread may free the last all_reduce's work (and with it a
+    # tensor's Python object) after the interpreter began to exit, which aborts the CPU run.
+    # Waiting here for every rank gives that thread the time to let go first.
+    dist.barrier()
     dist.destroy_process_group()
 
 
