@@ -100,8 +100,10 @@ nkilib-check: install $(NKILIB_STAMP)
 	nice -n 10 $(PY) tools/nkilib_check/run.py $(NKILIB) --out build/nkilib-check $(NKILIB_ARGS)
 
 # Serving (docs/serving.md): vLLM's CPU build pins torch 2.13.0, so vLLM has a venv of its own,
-# every package pinned in requirements/vllm.txt and installed without a resolver (--no-deps), with
-# this project built in the 2.13 lane's build directory (both venvs share its objects).
+# every package pinned in requirements/vllm.txt and installed without a resolver (--no-deps). It
+# uses the 2.13 lane's build of the extension (the same torch wheel, so the same ABI): built by
+# that lane, once, and never again here (a build from this venv would change ninja's commands,
+# its include paths, and rebuild every object).
 VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
@@ -114,7 +116,7 @@ $(VLLM_STAMP): pyproject.toml setup.py requirements/vllm.txt
 	touch $(VLLM_STAMP)
 
 $(VLLM_VENV)/.built: $(VLLM_STAMP) $(CSRC)
-	$(BUILD_ENV) $(VLLM_PY) setup.py -q build_ext --force
+	$(MAKE) install TORCH_VERSION=2.13.0
 	echo $(CURDIR)/$(VLLM_BUILD)/lib/torch_neuronx > $$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/torch_neuronx.pkg
 	touch $@
 

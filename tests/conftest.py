@@ -25,8 +25,8 @@ _UNDO = pytest.StashKey[contextlib.ExitStack]()
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "graph_calls(expected): what graphs compiled by the neuron backend run in "
-        "this test: 'compiled', 'eager' or 'none' (tests/_dynamo/compile_checks.py)",
+        "graph_calls(expected, kernel_ops=()): what graphs compiled by the neuron backend run "
+        "in this test: 'compiled', 'eager' or 'none' (tests/_dynamo/compile_checks.py)",
     )
     undo = contextlib.ExitStack()
     config.stash[_UNDO] = undo
@@ -56,7 +56,10 @@ def pytest_runtest_call(item):
     calls.clear()
     result = yield
     marker = item.get_closest_marker("graph_calls")
-    compile_checks.check_graph_calls(calls, marker.args[0] if marker else None)
+    expected, kernel_ops = (
+        (marker.args[0], marker.kwargs.get("kernel_ops", ())) if marker else (None, ())
+    )
+    compile_checks.check_graph_calls(calls, expected, kernel_ops)
     return result
 
 

@@ -84,6 +84,14 @@ c10::Storage device_storage_from(const c10::Storage& s, c10::DeviceIndex device)
 c10::Storage device_alias(const c10::Storage& host, c10::DeviceIndex device) {
   auto* impl = host.unsafeGetStorageImpl();
   size_t nbytes = impl->nbytes();
+  // A host view (host_storage) of this core's memory aliases the device storage it views.
+  const auto& data = impl->data_ptr();
+  if (data.device().is_cpu() && data.get_deleter() == &release_storage) {
+    auto* viewed = static_cast<c10::StorageImpl*>(data.get_context());
+    if (viewed->device() == c10::Device(kNeuron, device)) {
+      return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(viewed));
+    }
+  }
   if (pool_device_of(impl) != device) {
     return device_copy(impl, device);
   }

@@ -197,6 +197,7 @@ def test_set_stance_applies_to_neuron_graphs():
 
 @torch.library.custom_op("neuron_compile_test::device_only", mutates_args=(), device_types="neuron")
 def device_only(x: torch.Tensor) -> torch.Tensor:
+    assert x.device.type == "neuron", "a neuron kernel must see neuron tensors"
     return x * 2
 
 
@@ -205,10 +206,57 @@ def _(x):
     return torch.empty_like(x)
 
 
-@pytest.mark.graph_calls("eager")
-def test_custom_op_without_a_host_kernel_is_a_compile_failure(monkeypatch):
+@torch.library.custom_op(
+    "neuron_compile_test::device_only_add_", mutates_args=("out",), device_types="neuron"
+)
+def device_only_add_(out: torch.Tensor, x: torch.Tensor) -> None:
+    assert out.device.type == "neuron" and x.device.type == "neuron"
+    out.add_(x)
+
+
+@device_only_add_.register_fake
+def _(out, x):
+    return None
+
+
+@pytest.mark.graph_calls("compiled", kernel_ops=("aten::mul.Tensor", "aten::add_.Tensor"))
+def test_custom_op_with_a_neuron_kernel_only_runs_inside_the_graph_on_device_memory():
+    # As vLLM registers its attention ops: for the platform's dispatch key only.
+    def program(x, acc):
+        y = device_only(x.sin()) + 1
+        device_only_add_(acc, y)
+        return y.cos(), acc * 3
+
+    x, acc = torch.randn(5, 3), torch.randn(5, 3)
+    expected = program(x.to("neuron"), acc.to("neuron"))
+    x_n, acc_n = x.to("neuron"), acc.to("neuron")
+    acc_ptr = acc_n.data_ptr()
+    out = torch.compile(program, backend="neuron", fullgraph=True)(x_n, acc_n)
+    for got, want in zip(out, expected):
+        assert_matches(got, want)
+    assert acc_n.data_ptr() == acc_ptr
+    assert_matches(acc_n, acc.to("neuron") + (x.sin() * 2 + 1).to("neuron"))
+    assert neuron_dynamo.get_dynamo_metrics()["num_fallbacks"] == 0
+    # Host tensors outside a graph are no device memory: the op still refuses them.
+    with pytest.raises(NotImplementedError, match="device_only has no CPU kernel"):
+        device_only(torch.ones(2))
+
+
+_NO_KERNEL = torch.library.Library("neuron_compile_test", "FRAGMENT")
+_NO_KERNEL.define("no_kernel(Tensor x) -> Tensor")
+_NO_KERNEL.impl("no_kernel", torch.empty_like, "Meta")
+
+
+@pytest.mark.graph_calls("none")
+def test_custom_op_without_a_host_or_neuron_kernel_is_a_compile_failure(monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
     x = torch.randn(3, device="neuron")
-    with pytest.warns(UserWarning, match="device_only has no CPU kernel"):
-        out = torch.compile(lambda t: device_only(t) + 1, backend="neuron")(x)
-    assert_matches(out, x * 2 + 1)
+    compiled = torch.compile(
+        lambda t: torch.ops.neuron_compile_test.no_kernel(t) + 1, backend="neuron"
+    )
+    # The graph runs eagerly then, where the op fails as it does without compiling.
+    with (
+        pytest.warns(UserWarning, match="no_kernel has no CPU or neuron kernel"),
+        pytest.raises(NotImplementedError, match="no_kernel' is not supported on the neuron"),
+    ):
+        compiled(x)

@@ -2,6 +2,7 @@
 line (after "RESULT "). With vllm_runs.STOCK_ENV it is stock vLLM on the CPU.
 
 usage: python vllm_generate.py generate MODEL_DIR DTYPE
+       python vllm_generate.py compiled MODEL_DIR DTYPE
        python vllm_generate.py scheduling MODEL_DIR PREFIX_CACHING(0|1)"""
 
 import json
@@ -12,6 +13,8 @@ import vllm
 from vllm_tiny import PROMPTS
 
 MAX_TOKENS = 20
+# Compiled serving's buckets of batched tokens: 4 prompts prefill in 32, decode in 8.
+BUCKETS = [8, 32, 128]
 
 
 def greedy(max_tokens=MAX_TOKENS):
@@ -64,6 +67,36 @@ def generate(model, dtype):
     }
 
 
+def compiled(model, dtype):
+    """Compiled serving: one neuron graph per bucket, the prompts padded to the buckets."""
+    from torch_neuronx._dynamo import get_dynamo_metrics
+
+    llm = vllm.LLM(
+        model=model,
+        dtype=dtype,
+        seed=0,
+        max_model_len=256,
+        max_num_batched_tokens=BUCKETS[-1],
+        additional_config={"num_batched_tokens_buckets": BUCKETS},
+    )
+    warm_up = get_dynamo_metrics()
+    outputs = [completion(o) for o in llm.generate(PROMPTS, greedy())]
+    serving = get_dynamo_metrics()
+    runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
+    return {
+        "tokens": [t for t, _ in outputs],
+        "logprobs": [lp for _, lp in outputs],
+        "buckets": BUCKETS,
+        "compiled_buckets": runner.bucketed_forward.compiled_buckets,
+        "warm_up_graphs": warm_up["num_graphs"],
+        "serving_graphs": serving["num_graphs"] - warm_up["num_graphs"],
+        "cache_hits": warm_up["cache_hits"],
+        "cache_misses": warm_up["cache_misses"],
+        "graph_fallbacks": serving["num_fallbacks"],
+        **device_facts(llm),
+    }
+
+
 def scheduling(model, prefix_caching):
     """Continuous batching (a request joins while another decodes; each then as alone) and
     prefix caching (a request sharing a two-block prefix with an earlier one)."""
@@ -108,5 +141,5 @@ def scheduling(model, prefix_caching):
 
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    result = {"generate": generate, "scheduling": scheduling}[mode](*args)
+    result = {"generate": generate, "compiled": compiled, "scheduling": scheduling}[mode](*args)
     print("RESULT " + json.dumps(result))

@@ -29,6 +29,7 @@ from torch_neuronx import op_policy
 from torch_neuronx._dynamo import (
     artifacts,
     cache,
+    device_ops,
     flex_attention,
     int_ranges,
     metrics,
@@ -124,19 +125,29 @@ def _to_cpu(value):
     return value
 
 
+_AUTO_FUNCTIONALIZED = (
+    torch.ops.higher_order.auto_functionalized,
+    torch.ops.higher_order.auto_functionalized_v2,
+)
+
+
 def _require_host_kernel(target):
-    # Every op of the graph runs on host views of device memory, so a custom op registered for
-    # the neuron device only would fail when the graph runs; fail at compile time instead.
+    """Every op of the graph runs on host views of device memory. An op with a neuron kernel
+    only gets a host kernel for them (device_ops.py); an op with neither would fail when the
+    graph runs, so it fails at compile time instead."""
     if not isinstance(target, torch._ops.OpOverload) or target.namespace in ("aten", "prims"):
+        return
+    if device_ops.has_device_kernel_only(target):
+        device_ops.add_host_kernel(target)
         return
     if not any(
         torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), key)
         for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
     ):
         raise NotImplementedError(
-            f"{target.name()} has no CPU kernel. Graphs compiled for the emulated NeuronCore "
-            "run every op on the host, so register the op for all devices (device_types=None) "
-            "or for 'cpu' as well as 'neuron'."
+            f"{target.name()} has no CPU or neuron kernel. Graphs compiled for the emulated "
+            "NeuronCore run every op on host views of device memory, so register the op for "
+            "all devices (device_types=None), for 'cpu' or for 'neuron'."
         )
 
 
@@ -145,6 +156,9 @@ def _retarget_to_host(gm):
     for node in gm.graph.nodes:
         if node.op == "call_function":
             _require_host_kernel(node.target)
+            if node.target in _AUTO_FUNCTIONALIZED:
+                # A mutating custom op, functionalized: the op is the first argument.
+                _require_host_kernel(node.args[0])
         node.args = map_aggregate(node.args, _to_cpu)
         node.kwargs = map_aggregate(node.kwargs, _to_cpu)
         if node.op == "get_attr":

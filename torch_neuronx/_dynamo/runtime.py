@@ -11,9 +11,18 @@ sharing between them, all of which AOTAutograd relies on. Fresh outputs that onl
 graph reads (saved activations) stay host tensors.
 """
 
+import threading
+
 import torch
 
 HOST = None  # placement of an output that stays a host tensor
+
+_running = threading.local()
+
+
+def graph_running() -> bool:
+    """Whether this thread is inside a compiled graph, whose host tensors are device memory."""
+    return getattr(_running, "depth", 0) > 0
 
 
 def _host_alias(arg):
@@ -64,9 +73,11 @@ class HostGraph:
         torch.ops.neuron.enter_core(
             torch.neuron.current_device() if core is None else core, self.name
         )
+        _running.depth = getattr(_running, "depth", 0) + 1
         try:
             outs = self.compiled(host_args)
         finally:
+            _running.depth -= 1
             torch.ops.neuron.exit_core()
         moved = {}
         return [self._place(o, p, owners, moved) for o, p in zip(outs, self.placements)]

@@ -1,22 +1,38 @@
 """Every change the neuron plugin makes to vLLM's internals, pinned to the vLLM release it was
 written against (torch_neuronx.vllm.VLLM_VERSION); tests/vllm/test_patches.py checks each one.
 
-- ``vllm._custom_ops`` GEMM wrappers of the CPU build (PATCHED_ALLOCATORS) allocate their result
-  with ``torch.empty`` on the default device, the CPU, whatever the input's device. Patched, they
-  run under the input's device as the default device, so the result is allocated beside the
-  input; the kernel and its arguments are vLLM's.
+- ``vllm._custom_ops`` GEMM wrappers of the CPU build (PATCHED) allocate their result with
+  ``torch.empty`` on the default device, the CPU, whatever the input's device. Their patched
+  versions allocate it on the input's device, and call the same ``_C`` kernel with the same
+  arguments. They name the device instead of entering ``torch.device(...)``, which Dynamo
+  cannot trace (compiled serving traces through them).
 """
 
-import functools
 import importlib.metadata
 
 import torch
 
 from torch_neuronx.vllm import VLLM_VERSION
 
-# vllm._custom_ops functions, with the position of the argument their result must sit beside
-# (onednn_mm takes the GEMM handle first).
-PATCHED_ALLOCATORS = {"onednn_mm": 1, "weight_packed_linear_cpu": 0}
+
+def onednn_mm(dnnl_handler, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    output = x.new_empty((*x.shape[:-1], dnnl_handler.n))
+    torch.ops._C.onednn_mm(output, x.reshape(-1, dnnl_handler.k), bias, dnnl_handler.handler_tensor)
+    return output
+
+
+def weight_packed_linear_cpu(
+    x: torch.Tensor, packed_weight: torch.Tensor, n: int, bias: torch.Tensor | None
+) -> torch.Tensor:
+    output = x.new_empty((*x.shape[:-1], n))
+    torch.ops._C.weight_packed_linear(
+        output.reshape(-1, n), x.reshape(-1, x.size(-1)), packed_weight, bias, True
+    )
+    return output
+
+
+# vllm._custom_ops name -> its replacement.
+PATCHED = {"onednn_mm": onednn_mm, "weight_packed_linear_cpu": weight_packed_linear_cpu}
 
 _applied = False
 
@@ -28,18 +44,6 @@ def installed_vllm_version() -> str:
         except importlib.metadata.PackageNotFoundError:
             continue
     raise RuntimeError("vLLM is not installed; `make install-vllm` builds the serving lane")
-
-
-def allocating_beside(function, input_position: int):
-    """`function`, allocating what it creates without a device on the device of its argument
-    at `input_position`."""
-
-    @functools.wraps(function)
-    def beside_input(*args, **kwargs):
-        with torch.device(args[input_position].device):
-            return function(*args, **kwargs)
-
-    return beside_input
 
 
 def apply() -> None:
@@ -57,6 +61,6 @@ def apply() -> None:
         )
     from vllm import _custom_ops
 
-    for name, position in PATCHED_ALLOCATORS.items():
-        setattr(_custom_ops, name, allocating_beside(getattr(_custom_ops, name), position))
+    for name, replacement in PATCHED.items():
+        setattr(_custom_ops, name, replacement)
     _applied = True

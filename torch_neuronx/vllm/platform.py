@@ -15,7 +15,7 @@ from vllm.logger import init_logger
 from vllm.platforms.cpu import CpuPlatform
 from vllm.platforms.interface import PlatformEnum
 
-from torch_neuronx.vllm import cpu_mode, kernels
+from torch_neuronx.vllm import cpu_mode, graphs, kernels
 
 # Under vLLM's logger, which its logging configuration prints.
 logger = init_logger("vllm." + __name__)
@@ -99,6 +99,25 @@ class NeuronPlatform(CpuPlatform):
             parallel_config.worker_cls = _WORKER
         if not cpu_mode():
             _size_kv_cache(vllm_config.cache_config)
+            _compile_per_bucket(vllm_config)
+
+
+def _compile_per_bucket(vllm_config) -> None:
+    """Compiled serving on the device is the runner's, one static graph per bucket (graphs.py):
+    vLLM's own compile path marks the token dimension dynamic, which the neuron backend
+    refuses."""
+    # vllm.config imports the platform: the name is only there once it has.
+    from vllm.config import CompilationMode
+
+    compilation_config = vllm_config.compilation_config
+    if compilation_config.mode == CompilationMode.NONE:
+        return
+    sizes = graphs.buckets(
+        vllm_config.additional_config, vllm_config.scheduler_config.max_num_batched_tokens
+    )
+    compilation_config.mode = CompilationMode.STOCK_TORCH_COMPILE
+    compilation_config.backend = "neuron"
+    logger.info("Neuron compiled serving: one graph per bucket of batched tokens, %s", sizes)
 
 
 def _size_kv_cache(cache_config) -> None:

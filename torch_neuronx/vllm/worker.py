@@ -4,13 +4,16 @@ The worker is vLLM's CPU worker (its host-memory checks, no sleep-mode allocator
 model, its inputs and the KV cache on ``neuron:<local_rank>``. The runner is vLLM's GPU model
 runner, as the CPU and XPU runners are: its device buffers stay on the device (the CPU runner
 points them at host memory), ``torch.cuda``'s streams and events are the neuron device's, and
-the CPU runner's model loading, block zeroing and result reading are reused.
+the CPU runner's model loading, block zeroing and result reading are reused. When vLLM is
+asked to compile, the runner serves bucketed static graphs (graphs.py).
 """
 
 import contextlib
+import dataclasses
 import os
 
 import torch
+from vllm.config import CompilationMode, CUDAGraphMode
 from vllm.logger import init_logger
 from vllm.platforms import current_platform
 from vllm.utils.torch_utils import set_random_seed
@@ -19,7 +22,7 @@ from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
 
-from torch_neuronx.vllm import patches
+from torch_neuronx.vllm import graphs, patches
 
 # Under vLLM's logger, which its logging configuration prints.
 logger = init_logger("vllm." + __name__)
@@ -30,6 +33,37 @@ class NeuronModelRunner(CPUModelRunner):
         with _neuron_streams():
             GPUModelRunner.__init__(self, vllm_config, device)
         self.use_cuda_graph = False
+        self.bucketed_forward: graphs.BucketedForward | None = None
+
+    def load_model(self, load_dummy_weights: bool = False) -> None:
+        super().load_model(load_dummy_weights)
+        # The platform hands compilation to the runner (STOCK_TORCH_COMPILE) on the device.
+        if self.compilation_config.mode == CompilationMode.STOCK_TORCH_COMPILE:
+            sizes = graphs.buckets(
+                self.vllm_config.additional_config,
+                self.scheduler_config.max_num_batched_tokens,
+            )
+            self.bucketed_forward = graphs.BucketedForward(self.model.forward, sizes)
+            self.model.forward = self.bucketed_forward
+
+    def _determine_batch_execution_and_padding(self, num_tokens: int, *args, **kwargs):
+        mode, batch, *rest = super()._determine_batch_execution_and_padding(
+            num_tokens, *args, **kwargs
+        )
+        if self.bucketed_forward is not None:
+            padded = graphs.bucket_for(batch.num_tokens, self.bucketed_forward.sizes)
+            batch = dataclasses.replace(batch, num_tokens=padded)
+        return (mode, batch, *rest)
+
+    def warming_up_model(self) -> None:
+        if self.bucketed_forward is None:
+            super().warming_up_model()
+            return
+        sizes = self.bucketed_forward.sizes
+        logger.info("Compiling the model for %d buckets of batched tokens: %s", len(sizes), sizes)
+        with self.bucketed_forward.warming_up():
+            for size in sizes:
+                self._dummy_run(size, cudagraph_runtime_mode=CUDAGraphMode.NONE)
 
     def _sync_device(self) -> None:
         torch.neuron.synchronize(self.device)
