@@ -160,21 +160,22 @@ def _nbytes(t):
     return t.numel() * t.element_size()
 
 
-def _flop_formulas():
-    """torch.utils.flop_counter's formulas, plus the CPU flash-attention ops the neuron device
-    runs SDPA with (same arguments as the flash ops torch has formulas for)."""
+def _flop_formula(packet):
+    """torch.utils.flop_counter's formula for an op, read when the op runs (a library such as
+    vLLM's plugin may register formulas after recording began), or for the CPU flash-attention
+    ops the neuron device runs SDPA with (the arguments of the flash ops torch has them for)."""
     import torch
     from torch.utils import flop_counter
 
-    formulas = dict(flop_counter.flop_registry)
+    formula = flop_counter.flop_registry.get(packet)
+    if formula is not None:
+        return formula
     aten = torch.ops.aten
-    for op, formula in (
-        ("_scaled_dot_product_flash_attention_for_cpu", flop_counter.sdpa_flop),
-        ("_scaled_dot_product_flash_attention_for_cpu_backward", flop_counter.sdpa_backward_flop),
-    ):
-        if hasattr(aten, op):
-            formulas.setdefault(getattr(aten, op), formula)
-    return formulas
+    if packet is getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None):
+        return flop_counter.sdpa_flop
+    if packet is getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None):
+        return flop_counter.sdpa_backward_flop
+    return None
 
 
 class Recorder:
@@ -184,9 +185,13 @@ class Recorder:
     ``steps`` holds each completed step's ``Counter`` of ``Op``; ``run`` counts the whole run.
     """
 
+    # The Recorder recording now, for frameworks that mark their own steps (end_serving_step).
+    active = None
+
     def __init__(self, split_steps=False):
         self.split_steps = split_steps
         self.steps = []
+        self.step_tokens = []  # per step: the tokens a marked step produced, or None
         self.current = collections.Counter()
         self.run = collections.Counter()
         self.world_size = 1
@@ -203,7 +208,6 @@ class Recorder:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         recorder = self
-        self._formulas = _flop_formulas()
         self._local_scalar_dense = torch.ops.aten._local_scalar_dense.default
 
         class _Mode(TorchDispatchMode):
@@ -219,11 +223,13 @@ class Recorder:
         self._subscription = nki.listeners.subscribe(launch=self._on_launch)
         self._subscription.__enter__()
         self._patch_sdpa()
+        Recorder.active = self
         return self
 
     def __exit__(self, *exc):
         import torch
 
+        Recorder.active = None
         self._mode.__exit__(*exc)
         for hook in self._hooks:
             hook.remove()
@@ -235,10 +241,12 @@ class Recorder:
         if devices & {"neuron", "meta"}:
             self.end_step()
 
-    def end_step(self):
-        """Closes the current step (a no-op when it recorded nothing)."""
+    def end_step(self, tokens=None):
+        """Closes the current step (a no-op when it recorded nothing); `tokens`: the tokens
+        it produced, for a decode step of a serving engine."""
         if self.current:
             self.steps.append(self.current)
+            self.step_tokens.append(tokens)
             self.current = collections.Counter()
 
     def _count(self, op):
@@ -281,7 +289,7 @@ class Recorder:
     # of device memory, forward and backward, so their ops reach this mode as CPU ops. A CPU
     # op with a flop formula whose result then moves to the device was the device's work.
     def _note_host_composite(self, func, args, kwargs, inputs, outputs, out):
-        if func.overloadpacket not in self._formulas:
+        if _flop_formula(func.overloadpacket) is None:
             return
         entry = [self._describe(func, args, kwargs, inputs, outputs, out), False]
         for t in outputs:
@@ -317,7 +325,7 @@ class Recorder:
             self.world_size = max(self.world_size, world)
             sent = int(size * _RING[kind](world)) if world > 1 else 0
             return Op(str(func), LINK, kind, bytes=sent, shapes=f"{size} B x {world} ranks")
-        formula = self._formulas.get(func.overloadpacket)
+        formula = _flop_formula(func.overloadpacket)
         if formula is not None:
             flops = int(formula(*args, **kwargs, out_val=out))
             return Op(str(func), TENSOR, _dtype_class(inputs[0].dtype), flops, moved, shapes=shapes)
@@ -388,6 +396,14 @@ class Recorder:
 # ---------------------------------------------------------------- costing
 
 
+def end_serving_step(decode_tokens: int | None = None) -> None:
+    """Ends the step the active Recorder records, if one does: one step of a serving engine
+    (vLLM's marks each). `decode_tokens`: the tokens a decode-only step produced, one per
+    sequence; None for a step that prefilled."""
+    if Recorder.active is not None:
+        Recorder.active.end_step(decode_tokens)
+
+
 def op_time(op, hw, lnc, world_size=1):
     """(seconds, bound) of one call of ``op`` on one logical core of ``hw``."""
     if op.engine == NKI:
@@ -422,6 +438,7 @@ class Estimate:
     lnc: int = 2
     world_size: int = 1
     step: str = "one call"  # how the step was delimited
+    tokens_per_step: int = None  # the tokens a decode step produced
     price_per_hour: float = None
     steps_per_epoch: int = None
     platforms: tuple = tuple(HARDWARE)
@@ -491,6 +508,9 @@ class Estimate:
                     "peak_tflops": peak * cores / 1e12,
                     "hbm_tb_s": hw.hbm_bytes_per_s(self.lnc) * cores / 1e12,
                     "steps_per_s": cores / step if step else None,
+                    "tokens_per_s": cores * self.tokens_per_step / step
+                    if step and self.tokens_per_step
+                    else None,
                 }
             )
         data = {
@@ -519,6 +539,7 @@ class Estimate:
             "label": LABEL,
             "disclaimer": DISCLAIMER,
             "step": self.step,
+            "tokens_per_step": self.tokens_per_step,
             "lnc": self.lnc,
             "world_size": self.world_size,
             "host_transfer_bytes": sum(
@@ -619,9 +640,11 @@ def markdown(data, top=12):
                 f"{sc['hbm_tb_s']:.2f}",
                 f"{sc['steps_per_s']:.4g}" if sc["steps_per_s"] else "n/a",
             ]
+            + ([f"{sc['tokens_per_s']:.4g}"] if data["tokens_per_step"] else [])
             for sc in s["scopes"]
         ]
         scope_headers = ["scope", "logical cores", "peak TFLOPS", "HBM TB/s", "steps/s"]
+        scope_headers += ["tokens/s"] if data["tokens_per_step"] else []
         blocks += [
             f"## {p}: {LABEL} time by op class",
             table(["class", "time", "share"], classes),

@@ -17,8 +17,9 @@ interconnect bandwidth. torch.compile is disabled for the run (TORCH_COMPILE_DIS
 compiled code is estimated as its eager ops, without fusion.
 
 One step: each optimizer.step() over neuron (or meta) parameters ends a step, and the report
-shows the last complete one. A script without one is one step as a whole; --steps N makes
-a step the whole run divided by N.
+shows the last complete one. Under vLLM (in-process engine) each engine step ends a step and the
+report shows the last decode step, with tokens/s. A script without steps is one step as a
+whole; --steps N makes a step the whole run divided by N.
 
 Every number is an ESTIMATE from documented peak rates (torch_neuronx/roofline.py cites each),
 not a measurement. Exit status: 0; 1 when the script failed (the estimate covers what ran);
@@ -93,6 +94,7 @@ def run(args):
         lnc=args.lnc or config.logical_core_size(),
         world_size=recorded["world_size"],
         step=recorded["step"],
+        tokens_per_step=recorded["tokens_per_step"],
         price_per_hour=args.price_per_hour,
         steps_per_epoch=args.steps_per_epoch,
         platforms=tuple(args.platform or model.HARDWARE),
@@ -163,9 +165,17 @@ def child(argv=None):
     sources = launch.SourceFiles()
     with model.Recorder(split_steps=not opts.steps) as recorder:
         code, error = launch.run_target(opts.target, opts.as_module)
+    decode = [i for i, tokens in enumerate(recorder.step_tokens) if tokens]
+    tokens = None
     if opts.steps:
         ops = model.scaled(recorder.run, opts.steps)
         step = f"the whole run divided by --steps {opts.steps}"
+    elif decode:
+        ops, tokens = recorder.steps[decode[-1]], recorder.step_tokens[decode[-1]]
+        step = (
+            f"the last of {len(decode)} decode step(s) of the serving engine, {tokens} "
+            "sequence(s) producing a token each"
+        )
     elif recorder.steps:
         ops = recorder.steps[-1]
         step = (
@@ -182,6 +192,7 @@ def child(argv=None):
                 "exit_code": code,
                 "error": launch.describe_exception(error, sources) if error else None,
                 "step": step,
+                "tokens_per_step": tokens,
                 "ops": model.ops_to_json(ops),
                 "world_size": recorder.world_size,
             },

@@ -22,6 +22,7 @@ from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
 
+from torch_neuronx import roofline
 from torch_neuronx.vllm import graphs, patches
 
 # Under vLLM's logger, which its logging configuration prints.
@@ -65,8 +66,29 @@ class NeuronModelRunner(CPUModelRunner):
             for size in sizes:
                 self._dummy_run(size, cudagraph_runtime_mode=CUDAGraphMode.NONE)
 
+    def execute_model(self, scheduler_output, *args, **kwargs):
+        self._decode_tokens = _decode_tokens(scheduler_output)
+        return super().execute_model(scheduler_output, *args, **kwargs)
+
+    def sample_tokens(self, *args, **kwargs):
+        output = super().sample_tokens(*args, **kwargs)
+        # One engine step, for `torchneuron estimate` (a no-op unless it records).
+        roofline.end_serving_step(self._decode_tokens)
+        return output
+
     def _sync_device(self) -> None:
         torch.neuron.synchronize(self.device)
+
+
+def _decode_tokens(scheduler_output) -> int | None:
+    """The tokens a decode-only step produces (one per sequence); None for a step that
+    prefills."""
+    scheduled = scheduler_output.num_scheduled_tokens
+    if not scheduled or scheduler_output.scheduled_new_reqs:
+        return None
+    if any(n != 1 for n in scheduled.values()):
+        return None
+    return len(scheduled)
 
 
 class NeuronWorker(CPUWorker):
