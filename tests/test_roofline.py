@@ -81,3 +81,34 @@ def test_an_nki_launch_is_one_kernel_with_the_cost_model_latency_and_only_while_
     # The subscription ends with the recording: a later launch is recorded nowhere.
     _double(x)
     assert sum(recorder.run.values()) == 1
+
+
+def test_a_serving_engine_ends_steps_and_its_decode_steps_carry_their_tokens():
+    x = torch.empty(8, 64, device="meta")
+    roofline.end_serving_step(3)  # no recorder: nothing to end
+    with roofline.Recorder() as recorder:
+        torch.relu(x)
+        roofline.end_serving_step()  # a prefill step
+        torch.relu(x)
+        torch.relu(x)
+        roofline.end_serving_step(8)  # a decode step of 8 sequences
+        roofline.end_serving_step(8)  # nothing ran since: no empty step
+    assert roofline.Recorder.active is None
+    assert recorder.step_tokens == [None, 8]
+    assert [sum(step.values()) for step in recorder.steps] == [1, 2]
+
+
+def test_a_flop_formula_registered_while_recording_is_counted():
+    library = torch.library.Library("roofline_test", "FRAGMENT")
+    library.define("gemm(Tensor a, Tensor b) -> Tensor")
+    library.impl("gemm", lambda a, b: a.new_empty(a.shape[0], b.shape[1]), "Meta")
+    a, b = torch.empty(4, 16, device="meta"), torch.empty(16, 8, device="meta")
+    with roofline.Recorder() as recorder:
+        torch.ops.roofline_test.gemm(a, b)
+        torch.utils.flop_counter.register_flop_formula(torch.ops.roofline_test.gemm)(
+            lambda a, b, out_shape=None: 2 * a[0] * a[1] * b[1]
+        )
+        torch.ops.roofline_test.gemm(a, b)
+    first, second = (op for op in recorder.run if op.name.startswith("roofline_test.gemm"))
+    assert (first.flops, second.flops) == (0, 2 * 4 * 16 * 8)
+    assert second.engine == roofline.TENSOR
