@@ -6,7 +6,9 @@ another library's ops they would take the CPU-fallback tier, so ``_C`` is named 
 namespace. The attention and cache kernels are registered for every device and would read
 device memory by raw pointer, unseen by the device; they get neuron kernels through the
 host-kernel path, so the device counts them (as native calls), scopes them to the core and
-applies its 64-bit policy. They stand for the NKI kernels vLLM Neuron brings.
+applies its 64-bit policy. They stand for the NKI kernels vLLM Neuron brings. vLLM's GEMMs and
+attention get torch flop-counter formulas, which `torchneuron estimate` counts as Tensor-engine
+work (the attention's reads the step's metadata through vLLM 0.32's attention context).
 """
 
 import torch
