@@ -140,10 +140,7 @@ def _require_host_kernel(target):
     if device_ops.has_device_kernel_only(target):
         device_ops.add_host_kernel(target)
         return
-    if not any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(target.name(), key)
-        for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
-    ):
+    if not device_ops.has_host_kernel(target):
         raise NotImplementedError(
             f"{target.name()} has no CPU or neuron kernel. Graphs compiled for the emulated "
             "NeuronCore run every op on host views of device memory, so register the op for "

@@ -19,17 +19,19 @@ from torch_neuronx._dynamo import runtime
 _libraries: dict[str, torch.library.Library] = {}
 
 
+def has_host_kernel(op: torch._ops.OpOverload) -> bool:
+    """Whether `op` has a kernel for host tensors (its own or a composite one)."""
+    return any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
+        for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+    )
+
+
 def has_device_kernel_only(op: torch._ops.OpOverload) -> bool:
     """Whether `op` (not aten's or prims') can run on neuron tensors but not on host ones."""
-    if op.namespace in ("aten", "prims"):
+    if op.namespace in ("aten", "prims") or has_host_kernel(op):
         return False
-    name = op.name()
-    if any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
-        for key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
-    ):
-        return False
-    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1")
 
 
 def add_host_kernel(op: torch._ops.OpOverload) -> None:

@@ -35,6 +35,7 @@ class NeuronModelRunner(CPUModelRunner):
             GPUModelRunner.__init__(self, vllm_config, device)
         self.use_cuda_graph = False
         self.bucketed_forward: graphs.BucketedForward | None = None
+        self._decode_tokens: int | None = None  # of the step being executed
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
