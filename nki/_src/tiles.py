@@ -1,5 +1,8 @@
 """Host data access for instructions: read views as fp32, write results with a cast."""
 
+import math
+import struct
+
 import torch
 
 from . import dtypes
@@ -31,7 +34,12 @@ def as_float32(value):
     """A Python number as the float32 the engines hold it in, as a Python float: rounded to
     nearest even, so AWS's documented literal -3.4028235e+38 is float32's minimum (torch
     refuses such a Python float in float32 arithmetic as an overflow)."""
-    return torch.tensor(float(value), dtype=torch.float32).item()
+    x = float(value)
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        # struct refuses what rounds to infinity; the engines hold it as infinity.
+        return math.copysign(math.inf, x)
 
 
 def fill(t, value):
@@ -56,7 +64,7 @@ def write(dst, value):
         value = value.double().round().clamp(info.min, info.max)
     if value.numel() == view.numel():
         value = value.reshape(view.shape)
-    if any(st == 0 and n > 1 for n, st in zip(dst.shape, dst._strides)):
+    if 0 in dst._strides and any(st == 0 and n > 1 for n, st in zip(dst.shape, dst._strides)):
         _write_overlapping(dst, value.expand(view.shape))
         return
     view.copy_(value)

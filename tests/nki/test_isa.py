@@ -5,6 +5,7 @@ import torch
 
 import nki.isa as nisa
 import nki.language as nl
+from nki._src.trace import mark_written
 
 
 def tile(values, dtype=nl.float32, buffer=nl.sbuf):
@@ -12,9 +13,7 @@ def tile(values, dtype=nl.float32, buffer=nl.sbuf):
     values = torch.as_tensor(values)
     t = nl.ndarray(tuple(values.shape), dtype=dtype, buffer=buffer)
     t.host.copy_(values)
-    t._alloc.written = True
-    if buffer is nl.psum:
-        t._alloc.psum_written.fill_(True)
+    mark_written(t)
     return t
 
 
