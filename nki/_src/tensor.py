@@ -8,6 +8,7 @@ instance's physical SBUF/PSUM memory, where partitions are the memory's full siz
 tiles given overlapping addresses share their bytes as on the device.
 """
 
+import functools
 import math
 import operator
 
@@ -48,19 +49,20 @@ def ds(start, size):
 
 def as_shape(shape, op):
     """Normalize an int or sequence of ints into a shape tuple of positive ints."""
-    if isinstance(shape, int) or hasattr(shape, "__index__"):
+    if not isinstance(shape, (tuple, list)) and hasattr(shape, "__index__"):
         shape = (shape,)
-    shape = tuple(operator.index(s) for s in shape)
+    shape = tuple(map(operator.index, shape))
     require(len(shape) >= 1, op, "tensors need at least one dimension")
     if len(shape) > MAX_DIMS:
         fail(op, f"{len(shape)} dimensions exceed the maximum of {MAX_DIMS}")
-    if not all(s >= 1 for s in shape):
+    if min(shape) < 1:
         fail(op, f"shape {shape} has a non-positive dimension")
     return shape
 
 
+@functools.cache
 def row_major(shape):
-    """Contiguous strides for ``shape``."""
+    """Contiguous strides for ``shape`` (a tuple)."""
     strides, acc = [], 1
     for s in reversed(shape):
         strides.append(acc)
@@ -93,6 +95,8 @@ class NkiTensor(NKIObject):
         "_origin",
         "_index",
         "_invalid",
+        "_size",
+        "_host",
     )
 
     def __init__(self, shape, dtype, storage=None, buffer=buffers.sbuf, name=""):
@@ -127,6 +131,8 @@ class NkiTensor(NKIObject):
         t._origin = origin  # absolute offset of the allocation's element 0 (base units)
         t._index = None  # vector-offset views: absolute storage offset of every element
         t._invalid = None  # why the view cannot be accessed (an out-of-bounds access pattern)
+        t._size = math.prod(t.shape)
+        t._host = None  # the torch view, made on first access (instructions reuse tiles)
         return t
 
     # ---- creation -------------------------------------------------------------------------
@@ -197,7 +203,7 @@ class NkiTensor(NKIObject):
 
     @property
     def size(self):
-        return math.prod(self.shape)
+        return self._size
 
     @property
     def itemsize(self):
@@ -249,7 +255,9 @@ class NkiTensor(NKIObject):
                 "indirect",
                 "a vector_offset (gather/scatter) view can only be read or written by dma_copy",
             )
-        return self._base.as_strided(self.shape, self._strides, self._offset)
+        if self._host is None:
+            self._host = self._base.as_strided(self.shape, self._strides, self._offset)
+        return self._host
 
     def _flat_storage(self):
         """The whole storage as a flat tensor of this view's element type."""

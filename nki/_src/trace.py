@@ -54,8 +54,9 @@ def _psum_flags(t):
 
 def _covers_allocation(t):
     """True if view ``t`` reaches every element of its allocation exactly once."""
-    dense = all(st == rm for n, st, rm in zip(t.shape, t.strides, row_major(t.shape)) if n > 1)
-    return dense and t.offset == 0 and t.size * t.itemsize == t._alloc.nbytes
+    if t.size * t.itemsize != t._alloc.nbytes or t.offset != 0:
+        return False
+    return all(st == rm for n, st, rm in zip(t.shape, t.strides, row_major(t.shape)) if n > 1)
 
 
 def mark_written(t):
