@@ -375,8 +375,19 @@ class NkiTensor(NKIObject):
             torch_key[dim] = slice(torch_key[dim], torch_key[dim] + 1)
         if self._invalid is not None and self.size:
             fail("ap", self._invalid)
-        raw = self._base.as_strided(self.shape, self._strides, self._offset)
-        view = self._derive(raw[tuple(torch_key)])
+        # The view's geometry as torch's basic indexing computes it, without building tensors.
+        shape, strides, offset = [], [], self._offset
+        for k, stride in zip(torch_key, self._strides):
+            if isinstance(k, slice):
+                step = k.step or 1
+                shape.append(len(range(k.start, k.stop, step)))
+                strides.append(stride * step)
+                offset += k.start * stride
+            else:
+                offset += k * stride
+        view = NkiTensor._make(
+            self._alloc, self._base, self._dtype, shape, strides, offset, self._origin
+        )
         # An empty view may be built (e.g. a core's share of nothing) but not accessed.
         view._invalid = empty or self._invalid
         return view
