@@ -33,8 +33,12 @@ def partitions(op, label, t, limit=PMAX):
 def on_chip(op, label, t, *allowed):
     """``t`` is an SBUF/PSUM tile (or in ``allowed``) with at most 128 partitions."""
     tensor(op, label, t)
-    buffer(op, label, t, *(allowed or ON_CHIP))
-    partitions(op, label, t)
+    # Every instruction checks its tiles: the rules' own functions run (and word the error)
+    # only when one fails.
+    if t._alloc.buffer not in (allowed or ON_CHIP):
+        buffer(op, label, t, *(allowed or ON_CHIP))
+    if t.shape[0] > PMAX:
+        partitions(op, label, t)
     return t
 
 
@@ -77,8 +81,9 @@ def same_free(op, a_label, a, b_label, b):
 
 def same_tile(op, a_label, a, b_label, b):
     """Same partitions and same elements per partition."""
-    same_partitions(op, a_label, a, b_label, b)
-    same_free(op, a_label, a, b_label, b)
+    if a.shape[0] != b.shape[0] or a.size != b.size:
+        same_partitions(op, a_label, a, b_label, b)
+        same_free(op, a_label, a, b_label, b)
 
 
 def not_both_psum(op, a_label, a, b_label, b):
@@ -93,9 +98,8 @@ def operand(op, label, v, parts):
         on_chip(op, label, v)
         if not (v.shape[0] == parts and v.free_size == 1):
             fail(op, f"{label} must be a scalar or a ({parts}, 1) tile, got {v.shape}")
-    else:
-        if not isinstance(v, numbers.Number):
-            fail(op, f"{label} must be a scalar or a tile, got {type(v).__name__}")
+    elif not isinstance(v, numbers.Number):
+        fail(op, f"{label} must be a scalar or a tile, got {type(v).__name__}")
     return v
 
 

@@ -99,7 +99,7 @@ def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
     ctx = runtime.current()
     if ctx.world is not None:
         ctx.world.tick(ctx.instance)
-    used = [t._alloc for t in list(dsts) + list(srcs) + list(reads) if isinstance(t, NkiTensor)]
+    used = [t._alloc for ts in (dsts, srcs, reads) for t in ts if isinstance(t, NkiTensor)]
     ctx.allocator.step(name, used)
     for d in dsts:
         mark_written(d)
