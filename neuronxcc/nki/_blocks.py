@@ -25,7 +25,11 @@ class BlockTensor:
         dtypes.require_on_chip_dtype(dtype, "ndarray")
         self.shape = tuple(shape)
         self.dtype = dtype
-        self._blocks, self._parts, self._free = shape[:axis], shape[axis], shape[axis + 1 :]
+        self._blocks, self._parts, self._free = (
+            self.shape[:axis],
+            self.shape[axis],
+            self.shape[axis + 1 :],
+        )
         require(
             self._parts <= PMAX,
             "ndarray",

@@ -3,13 +3,12 @@ indexing with index expressions and tile values, assignment through them, tiles 
 across partitions by copying, and ``psum_tile += matmul_result`` accumulating as a matmul.
 The new-API behaviour is kept outside pre-0.2 kernels (tile indices, broadcasts, ``+=``)."""
 
-import torch
-
 import nki.language as new_language
 from nki._src import buffers, checks
 from nki._src import tensor as tensor_module
-from nki._src.tiles import read_pf, write
-from nki._src.trace import issue, psum_written
+from nki._src.isa.matmul import accumulate_into
+from nki._src.tiles import read_pf
+from nki._src.trace import issue
 
 from ._index import Access, access, claims, old_kernel_running
 from ._masking import assign
@@ -20,9 +19,7 @@ def _accumulate(dst, value):
     write to an element overwrites whatever the (uninitialized) bank held."""
     where = "psum +="
     checks.same_tile(where, "dst", dst, "value", value)
-    prior = psum_written(dst).reshape(dst.shape[0], -1)
-    incoming = read_pf(value)
-    write(dst, torch.where(prior, read_pf(dst) + incoming, incoming))
+    accumulate_into(where, dst, read_pf(value), None)
     issue(where, "vector", [dst], [value])
 
 

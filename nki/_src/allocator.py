@@ -2,13 +2,14 @@
 physical memory that tiles placed with ``nl.ndarray(address=...)`` live in."""
 
 import gc
+import itertools
 import operator
 import weakref
 
 import torch
 
 from . import buffers
-from .errors import fail, require
+from .errors import fail
 
 PARTITIONS = 128
 # Fresh physical memory reads as NaN in every float format (and -1 in integer ones).
@@ -31,6 +32,7 @@ class Allocation:
         "nbytes",
         "partition_bytes",
         "written",
+        "psum_complete",
         "psum_written",
         "index",
         "usage",
@@ -51,10 +53,10 @@ class Allocation:
         self.partition_bytes = partition_bytes  # footprint counted against capacity
         self.written = False
         # PSUM remembers which bytes were written so nc_matmul(accumulate=None) knows whether
-        # to overwrite or accumulate; the flags follow the allocation's logical layout.
-        self.psum_written = (
-            torch.zeros(nbytes, dtype=torch.bool) if buffer is buffers.psum else None
-        )
+        # to overwrite or accumulate: psum_complete once every byte was, else per-byte flags in
+        # the allocation's logical layout, made by the first write that covers only a part.
+        self.psum_complete = False
+        self.psum_written = None
         self.index = index  # stable id for dependency tracking in the cost model
         self.usage = None  # on-chip: the Usage record of its lifetime
 
@@ -119,38 +121,38 @@ class Allocator:
             self._overflow("ndarray", buffer, footprint)
         alloc = Allocation(storage, buffer, name, row_bytes, nbytes, footprint, self.count)
         self._track(alloc, footprint, None)
-        self.live[buffer] += footprint
-        weakref.finalize(alloc, self._release, buffer, footprint)
+        if not self.deferred:
+            # Reachability is the liveness rule only outside a launch (see the class doc).
+            self.live[buffer] += footprint
+            weakref.finalize(alloc, self._release, buffer, footprint)
         return alloc
 
     def place(self, buffer, name, partitions, row_bytes, address, op):
         """An allocation at ``address = (partition, byte)`` of the instance's physical memory."""
-        require(
-            isinstance(address, (tuple, list)) and len(address) == 2,
-            op,
-            f"address must be a (partition_offset, free_offset) pair, got {address!r}",
-        )
+        if not (isinstance(address, (tuple, list)) and len(address) == 2):
+            fail(op, f"address must be a (partition_offset, free_offset) pair, got {address!r}")
         partition, col = (operator.index(a) for a in address)
         cap = self.capacity(buffer)
-        require(
-            0 <= partition and partition + partitions <= PARTITIONS,
-            op,
-            f"address partition {partition} with {partitions} partitions exceeds the "
-            f"{PARTITIONS} partitions of {buffer.name.upper()}",
-        )
-        require(
-            0 <= col and col + row_bytes <= cap,
-            op,
-            f"address bytes [{col}, {col + row_bytes}) exceed the {cap} bytes per partition of "
-            f"{buffer.name.upper()} on {self.target.name}",
-        )
+        if not (0 <= partition and partition + partitions <= PARTITIONS):
+            fail(
+                op,
+                f"address partition {partition} with {partitions} partitions exceeds the "
+                f"{PARTITIONS} partitions of {buffer.name.upper()}",
+            )
+        if not (0 <= col and col + row_bytes <= cap):
+            fail(
+                op,
+                f"address bytes [{col}, {col + row_bytes}) exceed the {cap} bytes per partition of "
+                f"{buffer.name.upper()} on {self.target.name}",
+            )
         if buffer is buffers.psum:
             bank = self.target.psum_bank_bytes
-            require(
-                col % bank == 0,
-                op,
-                f"a PSUM tile must start at a bank boundary (multiple of {bank} bytes), got {col}",
-            )
+            if col % bank != 0:
+                fail(
+                    op,
+                    f"a PSUM tile must start at a bank boundary (multiple of {bank} bytes), "
+                    f"got {col}",
+                )
         memory = self.physical.get(buffer)
         if memory is None:
             memory = torch.full((PARTITIONS * cap,), UNINITIALIZED_BYTE, dtype=torch.uint8)
@@ -211,12 +213,13 @@ class Allocator:
         usages = [u for u in self.usages if u.buffer is buffer and u.first is not None]
         if not usages or not steps:
             return 0, 0
-        used = torch.zeros(steps + 1, dtype=torch.int64)
+        # Python ints: per-usage tensor indexing costs more than the whole schedule scan.
+        delta = [0] * (steps + 1)
         for u in usages:
             if u.span is None:
-                used[u.first] += u.footprint
-                used[u.last + 1] -= u.footprint
-        used = used.cumsum(0)[:steps]
+                delta[u.first] += u.footprint
+                delta[u.last + 1] -= u.footprint
+        used = list(itertools.accumulate(delta[:steps]))
         placed = [u for u in usages if u.span is not None]
         if placed:
             starts = sorted(placed, key=lambda u: u.first)
@@ -230,9 +233,11 @@ class Allocator:
                     k += 1
                 active = [u for u in active if u.last >= t]
                 end = boundaries[i + 1] if i + 1 < len(boundaries) else steps
-                used[t:end] += _union([u.span for u in active])
-        peak = int(used.max())
-        return peak, int(torch.nonzero(used == peak)[0])
+                shared = _union([u.span for u in active])
+                for step in range(t, end):
+                    used[step] += shared
+        peak = max(used)
+        return peak, used.index(peak)
 
     def _overflow(self, op, buffer, used):
         cap = self.capacity(buffer)

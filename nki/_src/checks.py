@@ -4,7 +4,7 @@ import numbers
 
 from . import buffers, dtypes
 from .enums import engine as Engine
-from .errors import fail, require
+from .errors import fail
 from .tensor import PMAX, NkiTensor
 
 ON_CHIP = (buffers.sbuf, buffers.psum)
@@ -12,7 +12,8 @@ ON_CHIP = (buffers.sbuf, buffers.psum)
 
 def tensor(op, label, t):
     """``t`` must be an NKI tensor."""
-    require(isinstance(t, NkiTensor), op, f"{label} must be an NKI tensor, got {type(t).__name__}")
+    if not isinstance(t, NkiTensor):
+        fail(op, f"{label} must be an NKI tensor, got {type(t).__name__}")
     return t
 
 
@@ -25,85 +26,80 @@ def buffer(op, label, t, *allowed):
 
 def partitions(op, label, t, limit=PMAX):
     """The partition dimension of ``t`` must not exceed ``limit``."""
-    require(
-        t.shape[0] <= limit, op, f"{label} partition dimension {t.shape[0]} exceeds maximum {limit}"
-    )
+    if t.shape[0] > limit:
+        fail(op, f"{label} partition dimension {t.shape[0]} exceeds maximum {limit}")
 
 
 def on_chip(op, label, t, *allowed):
     """``t`` is an SBUF/PSUM tile (or in ``allowed``) with at most 128 partitions."""
     tensor(op, label, t)
-    buffer(op, label, t, *(allowed or ON_CHIP))
-    partitions(op, label, t)
+    # Every instruction checks its tiles: the rules' own functions run (and word the error)
+    # only when one fails.
+    if t._alloc.buffer not in (allowed or ON_CHIP):
+        buffer(op, label, t, *(allowed or ON_CHIP))
+    if t.shape[0] > PMAX:
+        partitions(op, label, t)
     return t
 
 
 def same_partitions(op, a_label, a, b_label, b):
     """``a`` and ``b`` must use the same number of partitions."""
-    require(
-        a.shape[0] == b.shape[0],
-        op,
-        f"partition dimension mismatch: {a_label} has {a.shape[0]}, {b_label} has {b.shape[0]}",
-    )
+    if a.shape[0] != b.shape[0]:
+        fail(
+            op,
+            f"partition dimension mismatch: {a_label} has {a.shape[0]}, {b_label} has {b.shape[0]}",
+        )
 
 
 def same_dtype(op, a_label, a, b_label, b, why=""):
     """``a`` and ``b`` must have one dtype (``why``: the instruction's reason, e.g. no cast)."""
-    require(
-        a.dtype == b.dtype,
-        op,
-        f"{a_label} dtype {dtypes.name(a.dtype)} must equal {b_label} dtype "
-        f"{dtypes.name(b.dtype)}" + (f" ({why})" if why else ""),
-    )
+    if a.dtype != b.dtype:
+        fail(
+            op,
+            f"{a_label} dtype {dtypes.name(a.dtype)} must equal {b_label} dtype "
+            f"{dtypes.name(b.dtype)}" + (f" ({why})" if why else ""),
+        )
 
 
 def dtype_in(op, label, t, *allowed):
     """``t``'s dtype must be one of ``allowed``."""
-    names = [dtypes.name(d) for d in allowed]
-    choices = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    require(t.dtype in allowed, op, f"{label} dtype {dtypes.name(t.dtype)} must be {choices}")
+    if t.dtype not in allowed:
+        names = [dtypes.name(d) for d in allowed]
+        choices = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        fail(op, f"{label} dtype {dtypes.name(t.dtype)} must be {choices}")
 
 
 def same_free(op, a_label, a, b_label, b):
     """``a`` and ``b`` must hold the same number of elements per partition."""
-    require(
-        a.free_size == b.free_size,
-        op,
-        f"free size mismatch: {a_label} has {a.free_size} elements per partition, "
-        f"{b_label} has {b.free_size}",
-    )
+    if a.free_size != b.free_size:
+        fail(
+            op,
+            f"free size mismatch: {a_label} has {a.free_size} elements per partition, "
+            f"{b_label} has {b.free_size}",
+        )
 
 
 def same_tile(op, a_label, a, b_label, b):
     """Same partitions and same elements per partition."""
-    same_partitions(op, a_label, a, b_label, b)
-    same_free(op, a_label, a, b_label, b)
+    if a.shape[0] != b.shape[0] or a.size != b.size:
+        same_partitions(op, a_label, a, b_label, b)
+        same_free(op, a_label, a, b_label, b)
 
 
 def not_both_psum(op, a_label, a, b_label, b):
     """Two streamed inputs cannot both come from PSUM."""
-    require(
-        not (a.buffer is buffers.psum and b.buffer is buffers.psum),
-        op,
-        f"{a_label} and {b_label} cannot both be in PSUM",
-    )
+    if a.buffer is buffers.psum and b.buffer is buffers.psum:
+        fail(op, f"{a_label} and {b_label} cannot both be in PSUM")
 
 
 def operand(op, label, v, parts):
     """A per-partition operand: a scalar or a ``(parts, 1)`` on-chip tile."""
     if isinstance(v, NkiTensor):
         on_chip(op, label, v)
-        require(
-            v.shape[0] == parts and v.free_size == 1,
-            op,
-            f"{label} must be a scalar or a ({parts}, 1) tile, got {v.shape}",
-        )
-    else:
-        require(
-            isinstance(v, numbers.Number),
-            op,
-            f"{label} must be a scalar or a tile, got {type(v).__name__}",
-        )
+        if not (v.shape[0] == parts and v.free_size == 1):
+            fail(op, f"{label} must be a scalar or a ({parts}, 1) tile, got {v.shape}")
+    elif not isinstance(v, numbers.Number):
+        fail(op, f"{label} must be a scalar or a tile, got {type(v).__name__}")
     return v
 
 
@@ -123,9 +119,8 @@ def tile_pair(op, dst, first, second, scalar):
 
 def engine(op, value, *allowed):
     """``value`` must be an ``nki.isa.engine`` member from ``allowed``; raw ints are rejected."""
-    require(
-        isinstance(value, Engine), op, f"engine must be an nki.isa.engine member, got {value!r}"
-    )
+    if not isinstance(value, Engine):
+        fail(op, f"engine must be an nki.isa.engine member, got {value!r}")
     if value is not Engine.unknown and value not in allowed:
         fail(
             op,

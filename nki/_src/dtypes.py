@@ -78,6 +78,8 @@ class DType:
         return format(self._name, spec)
 
     def __eq__(self, other):
+        if other is self:
+            return True
         if other is None:
             return False
         if isinstance(other, DType):

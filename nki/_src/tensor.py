@@ -8,6 +8,7 @@ instance's physical SBUF/PSUM memory, where partitions are the memory's full siz
 tiles given overlapping addresses share their bytes as on the device.
 """
 
+import functools
 import math
 import operator
 
@@ -48,17 +49,20 @@ def ds(start, size):
 
 def as_shape(shape, op):
     """Normalize an int or sequence of ints into a shape tuple of positive ints."""
-    if isinstance(shape, int) or hasattr(shape, "__index__"):
+    if not isinstance(shape, (tuple, list)) and hasattr(shape, "__index__"):
         shape = (shape,)
-    shape = tuple(operator.index(s) for s in shape)
+    shape = tuple(map(operator.index, shape))
     require(len(shape) >= 1, op, "tensors need at least one dimension")
-    require(len(shape) <= MAX_DIMS, op, f"{len(shape)} dimensions exceed the maximum of {MAX_DIMS}")
-    require(all(s >= 1 for s in shape), op, f"shape {shape} has a non-positive dimension")
+    if len(shape) > MAX_DIMS:
+        fail(op, f"{len(shape)} dimensions exceed the maximum of {MAX_DIMS}")
+    if min(shape) < 1:
+        fail(op, f"shape {shape} has a non-positive dimension")
     return shape
 
 
+@functools.cache
 def row_major(shape):
-    """Contiguous strides for ``shape``."""
+    """Contiguous strides for ``shape`` (a tuple)."""
     strides, acc = [], 1
     for s in reversed(shape):
         strides.append(acc)
@@ -91,6 +95,8 @@ class NkiTensor(NKIObject):
         "_origin",
         "_index",
         "_invalid",
+        "_size",
+        "_host",
     )
 
     def __init__(self, shape, dtype, storage=None, buffer=buffers.sbuf, name=""):
@@ -102,11 +108,11 @@ class NkiTensor(NKIObject):
 
             host = interop.to_host(storage)
             dtype = dtypes.normalize(dtype, "NkiTensor")
-            require(
-                host.numel() * host.element_size() >= math.prod(shape) * dtype.itemsize,
-                "NkiTensor",
-                f"storage of {host.numel()} elements is smaller than shape {tuple(shape)}",
-            )
+            if not (host.numel() * host.element_size() >= math.prod(shape) * dtype.itemsize):
+                fail(
+                    "NkiTensor",
+                    f"storage of {host.numel()} elements is smaller than shape {tuple(shape)}",
+                )
             made = NkiTensor.wrap(host, buffer, name).ap(
                 [[s, c] for s, c in zip(row_major(tuple(shape)), shape)], dtype=dtype
             )
@@ -125,6 +131,8 @@ class NkiTensor(NKIObject):
         t._origin = origin  # absolute offset of the allocation's element 0 (base units)
         t._index = None  # vector-offset views: absolute storage offset of every element
         t._invalid = None  # why the view cannot be accessed (an out-of-bounds access pattern)
+        t._size = math.prod(t.shape)
+        t._host = None  # the torch view, made on first access (instructions reuse tiles)
         return t
 
     # ---- creation -------------------------------------------------------------------------
@@ -138,7 +146,8 @@ class NkiTensor(NKIObject):
         ctx = runtime.current()
         if buffer.on_chip:
             dtypes.require_on_chip_dtype(dtype, op)
-            require(shape[0] <= PMAX, op, f"partition dimension {shape[0]} exceeds maximum {PMAX}")
+            if shape[0] > PMAX:
+                fail(op, f"partition dimension {shape[0]} exceeds maximum {PMAX}")
         elif address is not None:
             fail(op, "address= places SBUF/PSUM tiles; HBM tensors have no on-chip address")
         numel = math.prod(shape)
@@ -146,11 +155,8 @@ class NkiTensor(NKIObject):
         if address is not None:
             alloc = ctx.allocator.place(buffer, name, shape[0], row_bytes, address, op)
             alloc.dtype = dtype
-            require(
-                alloc.col_bytes % dtype.itemsize == 0,
-                op,
-                f"address byte {alloc.col_bytes} is not aligned to {dtypes.name(dtype)}",
-            )
+            if alloc.col_bytes % dtype.itemsize != 0:
+                fail(op, f"address byte {alloc.col_bytes} is not aligned to {dtypes.name(dtype)}")
             base = reinterpret(alloc.storage, dtype.torch)
             origin = alloc.origin_bytes // dtype.itemsize
             strides = (alloc.pitch_bytes // dtype.itemsize,) + row_major(shape)[1:]
@@ -163,11 +169,8 @@ class NkiTensor(NKIObject):
             alloc.dtype = dtype
             if key is not None:
                 ctx.shared[key] = alloc
-        require(
-            alloc.storage.numel() == numel and alloc.dtype == dtype,
-            op,
-            f"shared_hbm tensor {key} differs between SPMD instances",
-        )
+        if not (alloc.storage.numel() == numel and alloc.dtype == dtype):
+            fail(op, f"shared_hbm tensor {key} differs between SPMD instances")
         return cls._make(alloc, alloc.storage, dtype, shape, row_major(shape), 0, 0)
 
     @classmethod
@@ -200,7 +203,7 @@ class NkiTensor(NKIObject):
 
     @property
     def size(self):
-        return math.prod(self.shape)
+        return self._size
 
     @property
     def itemsize(self):
@@ -252,7 +255,9 @@ class NkiTensor(NKIObject):
                 "indirect",
                 "a vector_offset (gather/scatter) view can only be read or written by dma_copy",
             )
-        return self._base.as_strided(self.shape, self._strides, self._offset)
+        if self._host is None:
+            self._host = self._base.as_strided(self.shape, self._strides, self._offset)
+        return self._host
 
     def _flat_storage(self):
         """The whole storage as a flat tensor of this view's element type."""
@@ -357,9 +362,8 @@ class NkiTensor(NKIObject):
             else:
                 idx = operator.index(k)
                 idx = idx + size if idx < 0 else idx
-                require(
-                    0 <= idx < size, "index", f"index {k} exceeds dimension size {size} (dim {dim})"
-                )
+                if not (0 <= idx < size):
+                    fail("index", f"index {k} exceeds dimension size {size} (dim {dim})")
                 if on_chip and dim == 0:
                     torch_key.append(slice(idx, idx + 1))
                 else:
@@ -371,8 +375,19 @@ class NkiTensor(NKIObject):
             torch_key[dim] = slice(torch_key[dim], torch_key[dim] + 1)
         if self._invalid is not None and self.size:
             fail("ap", self._invalid)
-        raw = self._base.as_strided(self.shape, self._strides, self._offset)
-        view = self._derive(raw[tuple(torch_key)])
+        # The view's geometry as torch's basic indexing computes it, without building tensors.
+        shape, strides, offset = [], [], self._offset
+        for k, stride in zip(torch_key, self._strides):
+            if isinstance(k, slice):
+                step = k.step or 1
+                shape.append(len(range(k.start, k.stop, step)))
+                strides.append(stride * step)
+                offset += k.start * stride
+            else:
+                offset += k * stride
+        view = NkiTensor._make(
+            self._alloc, self._base, self._dtype, shape, strides, offset, self._origin
+        )
         # An empty view may be built (e.g. a core's share of nothing) but not accessed.
         view._invalid = empty or self._invalid
         return view
@@ -403,12 +418,12 @@ class NkiTensor(NKIObject):
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         shape = tuple(operator.index(s) for s in shape)
         if -1 not in shape:
-            require(
-                math.prod(shape) == self.size,
-                "reshape",
-                f"cannot reshape {self.shape} ({self.size} elements) into {shape} "
-                f"({math.prod(shape)} elements)",
-            )
+            if math.prod(shape) != self.size:
+                fail(
+                    "reshape",
+                    f"cannot reshape {self.shape} ({self.size} elements) into {shape} "
+                    f"({math.prod(shape)} elements)",
+                )
         self._keep_partition("reshape", self.buffer.on_chip and shape[0] != self.shape[0])
         try:
             return self._derive(self.host.view(shape))
@@ -444,13 +459,15 @@ class NkiTensor(NKIObject):
     def squeeze_dim(self, dim):
         """View with the size-1 dim ``dim`` removed."""
         self._keep_partition("squeeze_dim", dim == 0)
-        require(self.shape[dim] == 1, "squeeze_dim", f"dim {dim} has size {self.shape[dim]}, not 1")
+        if self.shape[dim] != 1:
+            fail("squeeze_dim", f"dim {dim} has size {self.shape[dim]}, not 1")
         return self._derive(self.host.squeeze(dim))
 
     def broadcast(self, dim, size):
         """View repeating the size-1 dim ``dim`` ``size`` times (stride 0)."""
         self._keep_partition("broadcast", dim == 0)
-        require(self.shape[dim] == 1, "broadcast", f"dim {dim} has size {self.shape[dim]}, not 1")
+        if self.shape[dim] != 1:
+            fail("broadcast", f"dim {dim} has size {self.shape[dim]}, not 1")
         shape = list(self.shape)
         shape[dim] = size
         return self._derive(self.host.expand(shape))
@@ -484,12 +501,12 @@ class NkiTensor(NKIObject):
         size = dtype.itemsize
         origin_bytes = self._origin * self.itemsize
         offset_bytes = self._offset * self.itemsize
-        require(
-            origin_bytes % size == 0 and offset_bytes % size == 0,
-            "ap",
-            f"the view starts at byte {offset_bytes}, not aligned to {dtypes.name(dtype)} "
-            f"({size} bytes)",
-        )
+        if not (origin_bytes % size == 0 and offset_bytes % size == 0):
+            fail(
+                "ap",
+                f"the view starts at byte {offset_bytes}, not aligned to {dtypes.name(dtype)} "
+                f"({size} bytes)",
+            )
         return reinterpret(self._base, dtype.torch), origin_bytes // size, offset_bytes // size
 
     def ap(
@@ -522,14 +539,12 @@ class NkiTensor(NKIObject):
         if scalar_offset is not None:
             start += _scalar_value(scalar_offset) * self._indirect_stride(indirect_dim, dtype)
         if self.buffer.on_chip:
-            require(
-                shape[0] <= PMAX, "ap", f"partition dimension {shape[0]} exceeds maximum {PMAX}"
-            )
-            require(
-                shape[0] == 1 or strides[0] == row,
-                "ap",
-                f"partition stride {strides[0]} must equal the storage's free size {row}",
-            )
+            if shape[0] > PMAX:
+                fail("ap", f"partition dimension {shape[0]} exceeds maximum {PMAX}")
+            if not (shape[0] == 1 or strides[0] == row):
+                fail(
+                    "ap", f"partition stride {strides[0]} must equal the storage's free size {row}"
+                )
             strides[0] = pitch if shape[0] > 1 else strides[0]
         extent = self._alloc.nbytes // dtype.itemsize
         hi = start + sum((c - 1) * s for s, c in pattern)
@@ -557,9 +572,8 @@ class NkiTensor(NKIObject):
         """Elements (of ``dtype``) that one step of an indirect index moves: the logical stride of
         this tensor's dimension ``dim``."""
         dim = operator.index(dim)
-        require(
-            0 <= dim < self.ndim, "ap", f"indirect_dim {dim} is not a dimension of {self.shape}"
-        )
+        if not (0 <= dim < self.ndim):
+            fail("ap", f"indirect_dim {dim} is not a dimension of {self.shape}")
         return self.strides[dim] * self.itemsize // dtype.itemsize
 
     def _vector_indirect(self, shape, pattern, start, vector_offset, step):
@@ -572,17 +586,14 @@ class NkiTensor(NKIObject):
             where,
             "vector_offset must be an SBUF tile of one index per partition",
         )
-        require(
-            vector_offset.free_size == 1 and vector_offset.shape[0] == shape[0],
-            where,
-            f"vector_offset must be ({shape[0]}, 1) (one index per partition of the pattern), "
-            f"got {vector_offset.shape}",
-        )
-        require(
-            not vector_offset.dtype.is_floating_point,
-            where,
-            f"vector_offset must hold integers, got {dtypes.name(vector_offset.dtype)}",
-        )
+        if not (vector_offset.free_size == 1 and vector_offset.shape[0] == shape[0]):
+            fail(
+                where,
+                f"vector_offset must be ({shape[0]}, 1) (one index per partition of the pattern), "
+                f"got {vector_offset.shape}",
+            )
+        if vector_offset.dtype.is_floating_point:
+            fail(where, f"vector_offset must hold integers, got {dtypes.name(vector_offset.dtype)}")
         idx = vector_offset.host.reshape(-1).to(torch.int64)
         offsets = (self._origin + start + idx * step).reshape([-1] + [1] * (len(shape) - 1))
         for d, (stride, count) in enumerate(pattern[1:], start=1):
@@ -651,30 +662,33 @@ def _expand_key(key, ndim):
         i = next(i for i, k in enumerate(key) if k is Ellipsis)
         fill = ndim - (len(key) - 1)
         key = key[:i] + (slice(None),) * fill + key[i + 1 :]
-    require(len(key) <= ndim, "index", f"{len(key)} indices for a {ndim}-D tensor")
+    if len(key) > ndim:
+        fail("index", f"{len(key)} indices for a {ndim}-D tensor")
     return key + (slice(None),) * (ndim - len(key))
 
 
 def _check_slice(s, size, dim):
     """Resolve a slice against ``size``; out-of-range bounds are errors, not clamped."""
     step = 1 if s.step is None else operator.index(s.step)
-    require(step > 0, "index", f"slice step must be positive, got {step}")
+    if step <= 0:
+        fail("index", f"slice step must be positive, got {step}")
     start = 0 if s.start is None else operator.index(s.start)
     stop = size if s.stop is None else operator.index(s.stop)
     start = start + size if start < 0 else start
     stop = stop + size if stop < 0 else stop
-    require(start <= stop, "index", f"slice [{start}:{stop}] ends before it starts (dim {dim})")
-    require(
-        start >= 0 and stop <= size,
-        "index",
-        f"index range [{start}, {stop - 1}] exceeds dimension size {size} (dim {dim})",
-    )
+    if start > stop:
+        fail("index", f"slice [{start}:{stop}] ends before it starts (dim {dim})")
+    if not (start >= 0 and stop <= size):
+        fail(
+            "index", f"index range [{start}, {stop - 1}] exceeds dimension size {size} (dim {dim})"
+        )
     return slice(start, stop, step)
 
 
 def _scalar_value(v):
     """Integer value of a register or a 1-element tensor used as a dynamic offset."""
     if isinstance(v, NkiTensor):
-        require(v.size == 1, "ap", f"scalar_offset tensor must have 1 element, has {v.size}")
+        if v.size != 1:
+            fail("ap", f"scalar_offset tensor must have 1 element, has {v.size}")
         return int(v.host.reshape(-1)[0].item())
     return operator.index(v)

@@ -1,5 +1,8 @@
 """Host data access for instructions: read views as fp32, write results with a cast."""
 
+import math
+import struct
+
 import torch
 
 from . import dtypes
@@ -9,12 +12,14 @@ def read(t, dtype=torch.float32):
     """Values of view ``t`` as a new torch tensor (engines compute in fp32)."""
     if t.dtype.packed:
         dtypes.require_unpacked(t, "read")
-    return t.host.to(dtype)
+    host = t.host
+    return host if host.dtype is dtype else host.to(dtype)
 
 
 def read_pf(t, dtype=torch.float32):
     """Values of ``t`` as ``[partitions, elements per partition]``."""
-    return read(t, dtype).reshape(t.shape[0], -1)
+    values = read(t, dtype)
+    return values if len(t.shape) == 2 else values.reshape(t.shape[0], -1)
 
 
 def rows(t, where):
@@ -31,7 +36,12 @@ def as_float32(value):
     """A Python number as the float32 the engines hold it in, as a Python float: rounded to
     nearest even, so AWS's documented literal -3.4028235e+38 is float32's minimum (torch
     refuses such a Python float in float32 arithmetic as an overflow)."""
-    return torch.tensor(float(value), dtype=torch.float32).item()
+    x = float(value)
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        # struct refuses what rounds to infinity; the engines hold it as infinity.
+        return math.copysign(math.inf, x)
 
 
 def fill(t, value):
@@ -51,12 +61,12 @@ def write(dst, value):
     view = dst.host
     if dst.dtype.packed and value.dtype != view.dtype:
         dtypes.require_unpacked(dst, "write", "dst")
-    if value.is_floating_point() and not view.dtype.is_floating_point and view.dtype != torch.bool:
+    if not view.dtype.is_floating_point and view.dtype != torch.bool and value.is_floating_point():
         info = torch.iinfo(view.dtype)
         value = value.double().round().clamp(info.min, info.max)
-    if value.numel() == view.numel():
+    if value.shape != view.shape and value.numel() == view.numel():
         value = value.reshape(view.shape)
-    if any(st == 0 and n > 1 for n, st in zip(dst.shape, dst._strides)):
+    if 0 in dst._strides and any(st == 0 and n > 1 for n, st in zip(dst.shape, dst._strides)):
         _write_overlapping(dst, value.expand(view.shape))
         return
     view.copy_(value)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import torch
 
 from . import buffers, runtime
-from .tensor import NkiTensor
+from .tensor import NkiTensor, row_major
 
 
 @dataclass(frozen=True)
@@ -52,20 +52,39 @@ def _psum_flags(t):
     return t._alloc.psum_written.as_strided(t.shape + (size,), strides, t.offset * size)
 
 
+def _covers_allocation(t):
+    """True if view ``t`` reaches every element of its allocation exactly once."""
+    if t.size * t.itemsize != t._alloc.nbytes or t.offset != 0:
+        return False
+    return all(st == rm for n, st, rm in zip(t.shape, t.strides, row_major(t.shape)) if n > 1)
+
+
 def mark_written(t):
     """Record that the elements of ``t`` now hold defined data."""
-    t._alloc.written = True
-    if t.buffer is buffers.psum:
-        _psum_flags(t).fill_(True)
+    alloc = t._alloc
+    alloc.written = True
+    if t.buffer is not buffers.psum or alloc.psum_complete:
+        return
+    if _covers_allocation(t):
+        alloc.psum_complete = True
+        return
+    if alloc.psum_written is None:
+        alloc.psum_written = torch.zeros(alloc.nbytes, dtype=torch.bool)
+    _psum_flags(t).fill_(True)
 
 
 _WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def psum_written(t):
-    """Bool tensor (shape of ``t``): which PSUM elements were written before. Each element's
-    byte flags are read as one integer, all set when it is 0x01 repeated (torch's bool
-    reduction over the byte axis is the slow part of accumulating matmuls)."""
+    """Which PSUM elements of ``t`` were written before: True (all of them), False (none) or a
+    bool tensor of ``t``'s shape. Each element's byte flags are read as one integer, all set
+    when it is 0x01 repeated (torch's bool reduction over the byte axis is slow)."""
+    alloc = t._alloc
+    if alloc.psum_complete:
+        return True
+    if alloc.psum_written is None:
+        return False
     size = t.itemsize
     words = _psum_flags(t).view(torch.uint8).view(_WORDS[size])[..., 0]
     return words == int.from_bytes(b"\x01" * size, "little")
@@ -80,7 +99,7 @@ def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
     ctx = runtime.current()
     if ctx.world is not None:
         ctx.world.tick(ctx.instance)
-    used = [t._alloc for t in list(dsts) + list(srcs) + list(reads) if isinstance(t, NkiTensor)]
+    used = [t._alloc for ts in (dsts, srcs, reads) for t in ts if isinstance(t, NkiTensor)]
     ctx.allocator.step(name, used)
     for d in dsts:
         mark_written(d)

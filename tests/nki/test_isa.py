@@ -5,6 +5,7 @@ import torch
 
 import nki.isa as nisa
 import nki.language as nl
+from nki._src.trace import mark_written
 
 
 def tile(values, dtype=nl.float32, buffer=nl.sbuf):
@@ -12,9 +13,7 @@ def tile(values, dtype=nl.float32, buffer=nl.sbuf):
     values = torch.as_tensor(values)
     t = nl.ndarray(tuple(values.shape), dtype=dtype, buffer=buffer)
     t.host.copy_(values)
-    t._alloc.written = True
-    if buffer is nl.psum:
-        t._alloc.psum_written.fill_(True)
+    mark_written(t)
     return t
 
 
@@ -162,6 +161,34 @@ def test_nc_matmul_partial_psum_writes_accumulate_per_element():
     nisa.nc_matmul(dst=acc[:, 0:4], stationary=ones, moving=tile(torch.ones(2, 4)))
     nisa.nc_matmul(dst=acc, stationary=ones, moving=tile(torch.ones(2, 8)))
     assert acc.host[:, :4].eq(4).all() and acc.host[:, 4:].eq(2).all()
+
+
+@pytest.mark.parametrize("dtype", [nl.float32, nl.bfloat16])
+def test_nc_matmul_k_tiles_accumulate_bit_exactly_in_instruction_order(dtype):
+    """PSUM holds fp32: each instruction's product of the inputs' values (in fp32) is added to
+    what the bank holds, one instruction after another, with no other rounding."""
+    k_tiles = [(torch.randn(128, 64), torch.randn(128, 512)) for _ in range(4)]
+    acc = empty((64, 512), buffer=nl.psum)
+    expected = None
+    for s, m in k_tiles:
+        stationary, moving = tile(s, dtype), tile(m, dtype)
+        nisa.nc_matmul(dst=acc, stationary=stationary, moving=moving)
+        product = stationary.host.float().T @ moving.host.float()
+        expected = product if expected is None else expected + product
+    assert torch.equal(acc.host.view(torch.int32), expected.view(torch.int32))
+
+
+def test_psum_written_state_after_a_partial_then_a_full_write():
+    acc = empty((4, 8), buffer=nl.psum)
+    ones = tile(torch.ones(2, 4))
+    with pytest.raises(AssertionError, match="accumulate=True on PSUM that was never written"):
+        nisa.nc_matmul(dst=acc, stationary=ones, moving=tile(torch.ones(2, 8)), accumulate=True)
+    nisa.nc_matmul(dst=acc[:, 0:4], stationary=ones, moving=tile(torch.ones(2, 4)))
+    with pytest.raises(AssertionError, match="accumulate=True on PSUM that was never written"):
+        nisa.nc_matmul(dst=acc, stationary=ones, moving=tile(torch.ones(2, 8)), accumulate=True)
+    nisa.nc_matmul(dst=acc, stationary=ones, moving=tile(torch.ones(2, 8)))
+    nisa.nc_matmul(dst=acc, stationary=ones, moving=tile(torch.ones(2, 8)), accumulate=True)
+    assert acc.host[:, :4].eq(6).all() and acc.host[:, 4:].eq(4).all()
 
 
 def test_nc_matmul_double_row_fp8():

@@ -2,7 +2,7 @@
 
 from .. import alu, checks, runtime
 from ..enums import reduce_cmd as Cmd
-from ..errors import require
+from ..errors import fail, require
 from ..tensor import NkiTensor
 from ..tiles import read_pf, write
 from ..trace import issue
@@ -51,7 +51,8 @@ def activation(
     cmd = Cmd.reset_reduce if reduce_cmd is Cmd.idle and reduce_res is not None else reduce_cmd
     if cmd is not Cmd.idle:
         red = alu.resolve(reduce_op if reduce_op is not None else alu.add, where, "reduce")
-        require(red is alu.add, where, f"reduce_op must be nl.add, got {red!r}")
+        if red is not alu.add:
+            fail(where, f"reduce_op must be nl.add, got {red!r}")
         regs = accumulate(ctx.scalar_regs, cmd, out.sum(1), red, where=where)
         if reduce_res is not None:
             checks.operand(where, "reduce_res", reduce_res, parts)

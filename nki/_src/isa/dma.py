@@ -50,11 +50,8 @@ def dma_copy(
     _endpoint(where, "src", src)
     dge_mode, oob_mode = _mode(where, Dge, dge_mode), _mode(where, Oob, oob_mode)
     checks.engine(where, engine, E.sync, E.scalar)
-    require(
-        dst.size == src.size,
-        where,
-        f"element count mismatch: dst has {dst.size}, src has {src.size}",
-    )
+    if dst.size != src.size:
+        fail(where, f"element count mismatch: dst has {dst.size}, src has {src.size}")
     values, valid = src.gather()
     if dst.dtype != src.dtype:
         dtypes.require_unpacked(src, where, "src")
@@ -66,12 +63,12 @@ def dma_copy(
         dst_valid = dst._in_bounds()
         mask = dst_valid if mask is None else mask & dst_valid
     if mask is not None and not bool(mask.all()):
-        require(
-            oob_mode is Oob.skip,
-            where,
-            f"indirect index out of bounds for {int((~mask).sum())} elements "
-            "(use oob_mode=nisa.oob_mode.skip to skip them)",
-        )
+        if oob_mode is not Oob.skip:
+            fail(
+                where,
+                f"indirect index out of bounds for {int((~mask).sum())} elements "
+                "(use oob_mode=nisa.oob_mode.skip to skip them)",
+            )
     if dst.is_indirect() or mask is not None:
         dst.scatter(_cast_like(values, dst), mask)
     else:
@@ -102,27 +99,29 @@ def dma_transpose(
     require(not dst.is_indirect(), where, "dst cannot be a vector_offset (scatter) view")
     checks.buffer(where, "dst", dst, buffers.sbuf)
     checks.partitions(where, "dst", dst)
-    require(src.ndim in _PERMUTATIONS, where, f"src must be 2-D to 4-D, is {src.ndim}-D")
+    if src.ndim not in _PERMUTATIONS:
+        fail(where, f"src must be 2-D to 4-D, is {src.ndim}-D")
     perm = tuple(axes) if axes is not None else _PERMUTATIONS[src.ndim]
-    require(
-        perm == _PERMUTATIONS[src.ndim],
-        where,
-        f"axes {perm} not supported for a {src.ndim}-D tile; use {_PERMUTATIONS[src.ndim]}",
-    )
+    if perm != _PERMUTATIONS[src.ndim]:
+        fail(
+            where,
+            f"axes {perm} not supported for a {src.ndim}-D tile; use {_PERMUTATIONS[src.ndim]}",
+        )
     checks.same_dtype(where, "dst", dst, "src", src)
     expected = tuple(src.shape[p] for p in perm)
-    require(dst.shape == expected, where, f"dst shape {dst.shape} must be {expected}")
+    if dst.shape != expected:
+        fail(where, f"dst shape {dst.shape} must be {expected}")
     values, valid = src.gather()
     values = values.reshape(src.shape).permute(perm)
     if valid is None or bool(valid.all()):
         write(dst, values)
     else:
-        require(
-            oob_mode is Oob.skip,
-            where,
-            f"indirect index out of bounds for {int((~valid).sum())} elements "
-            "(use oob_mode=nisa.oob_mode.skip to skip them)",
-        )
+        if oob_mode is not Oob.skip:
+            fail(
+                where,
+                f"indirect index out of bounds for {int((~valid).sum())} elements "
+                "(use oob_mode=nisa.oob_mode.skip to skip them)",
+            )
         dst.scatter(values.to(dst.dtype.torch), valid.reshape(src.shape).permute(perm))
     issue(where, "dma", [dst], [src], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
 
@@ -138,26 +137,18 @@ def dma_compute(
     where = "dma_compute"
     oob_mode = _mode(where, Oob, oob_mode)
     _endpoint(where, "dst", dst)
-    require(
-        isinstance(srcs, (list, tuple)) and 1 <= len(srcs) <= MAX_COMPUTE_SOURCES,
-        where,
-        f"srcs must be a list of 1 to {MAX_COMPUTE_SOURCES} tensors",
-    )
+    if not (isinstance(srcs, (list, tuple)) and 1 <= len(srcs) <= MAX_COMPUTE_SOURCES):
+        fail(where, f"srcs must be a list of 1 to {MAX_COMPUTE_SOURCES} tensors")
     for s in srcs:
         _endpoint(where, "srcs", s)
-        require(
-            s.size == dst.size,
-            where,
-            f"element count mismatch: dst has {dst.size}, a source has {s.size}",
-        )
+        if s.size != dst.size:
+            fail(where, f"element count mismatch: dst has {dst.size}, a source has {s.size}")
         dtypes.require_unpacked(s, where, "srcs")
     fn = alu.resolve(reduce_op, where, "binary")
-    require(fn is alu.add, where, f"reduce_op must be nl.add, got {fn!r}")
-    require(
-        scales is None or all(float(v) == 1.0 for v in scales),
-        where,
-        f"scales must all be 1.0 (or None), got {scales!r}",
-    )
+    if fn is not alu.add:
+        fail(where, f"reduce_op must be nl.add, got {fn!r}")
+    if not (scales is None or all(float(v) == 1.0 for v in scales)):
+        fail(where, f"scales must all be 1.0 (or None), got {scales!r}")
     indirect = [s for s in srcs if s.is_indirect()] + ([dst] if dst.is_indirect() else [])
     if indirect:
         require(len(srcs) == 2, where, "read-modify-write with vector_offset takes exactly 2 srcs")
@@ -174,12 +165,12 @@ def dma_compute(
         ok = dst._in_bounds()
         valid = ok if valid is None else valid & ok
     if valid is not None and not bool(valid.all()):
-        require(
-            oob_mode is Oob.skip,
-            where,
-            f"indirect index out of bounds for {int((~valid).sum())} elements "
-            "(use oob_mode=nisa.oob_mode.skip to skip them)",
-        )
+        if oob_mode is not Oob.skip:
+            fail(
+                where,
+                f"indirect index out of bounds for {int((~valid).sum())} elements "
+                "(use oob_mode=nisa.oob_mode.skip to skip them)",
+            )
     if valid is None and not dst.is_indirect():
         write(dst, total)
     else:

@@ -53,11 +53,8 @@ def memset(dst, value, engine=E.unknown, name=None):
     checks.on_chip(op, "dst", dst)
     eng = checks.engine(op, engine, E.vector, E.gpsimd)
     checks.gpsimd_no_psum(op, eng, dst)
-    require(
-        dst.dtype.is_floating_point or float(value).is_integer(),
-        op,
-        f"value {value} does not match integer dtype {dst.dtype}",
-    )
+    if not (dst.dtype.is_floating_point or float(value).is_integer()):
+        fail(op, f"value {value} does not match integer dtype {dst.dtype}")
     fill(dst.host, value)
     issue(op, engine_name(eng, "vector"), [dst], [], free=dst.free_size)
 
@@ -81,9 +78,8 @@ def tensor_tensor(dst, data1, data2, op, engine=E.unknown, name=None):
     exact_int = fn.bitvec or (eng is E.gpsimd and dst.dtype in _INT32)
     dtype = torch.int64 if exact_int else torch.float32
     if fn.bitvec:
-        require(
-            not any(t.dtype.is_floating_point for t in tiles), where, f"{fn!r} needs integer tiles"
-        )
+        if any(t.dtype.is_floating_point for t in tiles):
+            fail(where, f"{fn!r} needs integer tiles")
     write(dst, fn.binary(read_pf(data1, dtype), read_pf(data2, dtype)))
     issue(where, eng.name, [dst], [data1, data2])
 
@@ -161,11 +157,8 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "predicate", predicate)
     checks.same_tile(where, "dst", dst, "predicate", predicate)
-    require(
-        predicate.dtype in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.bool_),
-        where,
-        f"predicate must be uint8, uint16 or uint32, got {predicate.dtype}",
-    )
+    if predicate.dtype not in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.bool_):
+        fail(where, f"predicate must be uint8, uint16 or uint32, got {predicate.dtype}")
     mask = read_pf(predicate) != 0
     if reverse_pred:
         mask = ~mask
@@ -188,11 +181,11 @@ def exponential(
     where = "exponential"
     ctx = runtime.current()
     tgt = ctx.target
-    require(
-        tgt.generation >= 4,
-        where,
-        f"requires NeuronCore-v4 (trn3); target {tgt.name} is NeuronCore-v{tgt.generation}",
-    )
+    if tgt.generation < 4:
+        fail(
+            where,
+            f"requires NeuronCore-v4 (trn3); target {tgt.name} is NeuronCore-v{tgt.generation}",
+        )
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "src", src)
     checks.same_tile(where, "dst", dst, "src", src)

@@ -21,11 +21,11 @@ def free_axes(where, t, axis):
     if 0 in axes:
         fail(where, "cannot reduce along the partition axis 0; reductions run only over free axes")
     expected = tuple(range(t.ndim - len(axes), t.ndim))
-    require(
-        axes == expected,
-        where,
-        f"axis {axes} must be the last contiguous free axes {expected} of a {t.ndim}-D tile",
-    )
+    if axes != expected:
+        fail(
+            where,
+            f"axis {axes} must be the last contiguous free axes {expected} of a {t.ndim}-D tile",
+        )
     return axes
 
 
@@ -41,11 +41,11 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     if negate:
         result = -result
     produced = result.numel() // data.shape[0]
-    require(
-        dst.free_size == produced,
-        where,
-        f"dst has {dst.free_size} elements per partition, the reduction produces {produced}",
-    )
+    if dst.free_size != produced:
+        fail(
+            where,
+            f"dst has {dst.free_size} elements per partition, the reduction produces {produced}",
+        )
     write(dst, result)
     issue(where, "vector", [dst], [data], free=data.free_size)
 
@@ -56,7 +56,8 @@ def tensor_partition_reduce(dst, op, data, name=None):
     checks.on_chip(where, "dst", dst, buffers.sbuf)
     checks.on_chip(where, "data", data, buffers.sbuf)
     checks.same_free(where, "dst", dst, "data", data)
-    require(dst.shape[0] == 1, where, f"dst must have 1 partition, has {dst.shape[0]}")
+    if dst.shape[0] != 1:
+        fail(where, f"dst must have 1 partition, has {dst.shape[0]}")
     fn = alu.resolve(op, where, "reduce")
     write(dst, fn.reduce(read_pf(data).T, (1,), False))
     issue(where, "gpsimd", [dst], [data])
@@ -83,14 +84,15 @@ def tensor_scalar_reduce(
     checks.same_tile(where, "dst", dst, "data", data)
     parts = data.shape[0]
     f0 = alu.resolve(op0, where)
-    require(not f0.bitvec, where, f"op0 {f0!r} is a bit-vector operator; use an arithmetic one")
+    if f0.bitvec:
+        fail(where, f"op0 {f0!r} is a bit-vector operator; use an arithmetic one")
     require(not reverse0, where, "reverse0=True is not supported by tensor_scalar_reduce")
     if f0.binary is None:
-        require(
-            operand0 is None or (not isinstance(operand0, NkiTensor) and operand0 == 0),
-            where,
-            f"operand0 must be None or 0 with the unary operator {f0!r}, got {operand0!r}",
-        )
+        if not (operand0 is None or (not isinstance(operand0, NkiTensor) and operand0 == 0)):
+            fail(
+                where,
+                f"operand0 must be None or 0 with the unary operator {f0!r}, got {operand0!r}",
+            )
         value = None
     else:
         checks.operand(where, "operand0", operand0, parts)
@@ -121,13 +123,9 @@ def max8(dst, src, name=None):
     checks.on_chip(where, "dst", dst)
     checks.on_chip(where, "src", src)
     checks.same_partitions(where, "dst", dst, "src", src)
-    require(
-        8 <= src.free_size <= 16384,
-        where,
-        f"src must have 8 to 16384 elements per partition, has {src.free_size}",
-    )
-    require(
-        dst.free_size == 8, where, f"dst must have 8 elements per partition, has {dst.free_size}"
-    )
+    if not (8 <= src.free_size <= 16384):
+        fail(where, f"src must have 8 to 16384 elements per partition, has {src.free_size}")
+    if dst.free_size != 8:
+        fail(where, f"dst must have 8 elements per partition, has {dst.free_size}")
     write(dst, torch.topk(read_pf(src), 8, dim=1).values)
     issue(where, "vector", [dst], [src])

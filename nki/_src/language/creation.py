@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from .. import buffers, checks, dtypes
-from ..errors import require
+from ..errors import fail
 from ..isa.elementwise import memset
 from ..tensor import NkiTensor
 from ..tiles import fill
@@ -89,11 +89,8 @@ def shared_identity_matrix(n, dtype=dtypes.uint8, dst=None):
     if dst is None:
         dst = ndarray((n, n), dtype, buffers.sbuf)
     checks.on_chip("shared_identity_matrix", "dst", dst, buffers.sbuf)
-    require(
-        dst.shape == (n, n),
-        "shared_identity_matrix",
-        f"dst shape {dst.shape} must be ({n}, {n})",
-    )
+    if dst.shape != (n, n):
+        fail("shared_identity_matrix", f"dst shape {dst.shape} must be ({n}, {n})")
     dst.host.copy_(torch.eye(n))
     issue("shared_identity_matrix", "gpsimd", [dst], [], free=n)
     return dst
