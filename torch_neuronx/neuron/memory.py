@@ -8,7 +8,7 @@ import sys
 import torch
 from torch.types import Device
 
-from torch_neuronx.neuron.device import _index
+from torch_neuronx.neuron._device import _index
 
 # What the allocator raises when a core's HBM (or this process's share of it) is full.
 OutOfMemoryError = torch.OutOfMemoryError

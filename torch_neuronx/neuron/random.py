@@ -3,7 +3,7 @@
 import torch
 from torch.types import Device
 
-from torch_neuronx.neuron.device import _index, device_count
+from torch_neuronx.neuron._device import _index, device_count
 
 _UINT64 = 1 << 64
 

@@ -4,7 +4,7 @@ events record host time, which makes ``elapsed_time`` meaningful."""
 import torch
 from torch.types import Device
 
-from torch_neuronx.neuron.device import _index
+from torch_neuronx.neuron._device import _index
 
 _NEURON_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1)
 

@@ -8,8 +8,8 @@ import time
 import torch
 from torch.types import Device
 
-from torch_neuronx import config
-from torch_neuronx.platforms import PLATFORMS
+from torch_neuronx import _config as config
+from torch_neuronx._platforms import PLATFORMS
 
 _initialized = False
 _in_bad_fork = False

@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 
 from torch_neuronx._markdown import table
-from torch_neuronx.platforms import PLATFORMS, SDK, SOURCES
+from torch_neuronx._platforms import PLATFORMS, SDK, SOURCES
 
 LABEL = "ESTIMATE"
 DISCLAIMER = (
@@ -32,7 +32,7 @@ DISCLAIMER = (
     "overlap or latency overheads."
 )
 
-# The documented rates of the platforms a model runs on (torch_neuronx/platforms.py).
+# The documented rates of the platforms a model runs on (torch_neuronx/_platforms.py).
 HARDWARE = {name: p for name, p in PLATFORMS.items() if p.torch_device}
 
 # Engines, and the op classes the report groups time by.
@@ -755,7 +755,7 @@ def estimate(
     no memory or time). ``torch.compile``d code is estimated as its eager ops.
     """
     if lnc is None:
-        from torch_neuronx import config
+        from torch_neuronx import _config as config
 
         lnc = config.logical_core_size()
     import torch

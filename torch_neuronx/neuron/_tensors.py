@@ -5,7 +5,7 @@ import torch
 from torch._utils import classproperty
 from torch.storage import _LegacyStorage
 
-from torch_neuronx.neuron.device import _index
+from torch_neuronx.neuron._device import _index
 
 _TENSOR_DTYPES = {
     "BFloat16": torch.bfloat16,
