@@ -1,4 +1,4 @@
-"""The pre-0.2 semantics of the simulator's tensors, installed as ``nki._src.tensor.legacy``:
+"""The pre-0.2 semantics of the simulator's tensors, installed through nki._src.legacy_api:
 indexing with index expressions and tile values, assignment through them, tiles broadcast
 across partitions by copying, and ``psum_tile += matmul_result`` accumulating as a matmul.
 The new-API behaviour is kept outside pre-0.2 kernels (tile indices, broadcasts, ``+=``)."""
@@ -6,10 +6,14 @@ The new-API behaviour is kept outside pre-0.2 kernels (tile indices, broadcasts,
 import torch
 
 import nki.language as new_language
-from nki._src import buffers, checks
-from nki._src import tensor as tensor_module
-from nki._src.tiles import read_pf, write
-from nki._src.trace import issue, psum_written
+from nki._src.legacy_api import (
+    install_tensor_semantics,
+    issue,
+    psum_written,
+    read_pf,
+    same_tile,
+    write,
+)
 
 from ._index import Access, access, claims, old_kernel_running
 from ._masking import assign
@@ -19,7 +23,7 @@ def _accumulate(dst, value):
     """``psum_tile += matmul_result``: accumulate as a matmul into PSUM does, so the first
     write to an element overwrites whatever the (uninitialized) bank held."""
     where = "psum +="
-    checks.same_tile(where, "dst", dst, "value", value)
+    same_tile(where, "dst", dst, "value", value)
     prior = psum_written(dst).reshape(dst.shape[0], -1)
     incoming = read_pf(value)
     write(dst, torch.where(prior, read_pf(dst) + incoming, incoming))
@@ -43,7 +47,7 @@ class _Legacy:
         return None
 
     def iadd(self, t, other):
-        psum = buffers.psum
+        psum = new_language.psum
         if not (
             old_kernel_running() and t.buffer is psum and getattr(other, "buffer", None) is psum
         ):
@@ -60,4 +64,4 @@ class _Legacy:
 
 def install():
     """Give the simulator's tensors the pre-0.2 semantics where they differ (see _Legacy)."""
-    tensor_module.legacy = _Legacy()
+    install_tensor_semantics(_Legacy())
