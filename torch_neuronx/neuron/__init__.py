@@ -63,7 +63,7 @@ globals().update(STORAGE_TYPES)
 _default_generators = None
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     global _default_generators
     if name in _omitted.OMITTED:
         raise _omitted.missing(name)
@@ -75,7 +75,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
