@@ -73,6 +73,7 @@ bench: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/clang-format --dry-run --Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h')
 
 # A wheel built from the checkout installs into a fresh venv and runs an op on the device. The

@@ -29,7 +29,8 @@ import torch
 from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch_neuronx import adaptive_eager, op_policy
+from torch_neuronx import _op_policy as op_policy
+from torch_neuronx import adaptive_eager
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 from eager import per_op_us

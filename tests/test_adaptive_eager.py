@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyrun import run_python
 
-from torch_neuronx import adaptive_eager, metrics, op_policy
+from torch_neuronx import _op_policy as op_policy
+from torch_neuronx import adaptive_eager, metrics
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 # Ops on less than 64 KiB run unqueued. One chunk is 1 MiB of each operand per host thread

@@ -1,13 +1,13 @@
-"""The map in docs/architecture.md is tested against the code, as config.py's table is: every op
+"""The map in docs/architecture.md is tested against the code, as _config.py's table is: every op
 of the ``neuron`` namespace and every process-wide hook appears in it, and the layers keep their
 direction (nothing of the library imports the CLI; torch_neuronx reads nki's private package only
 at the two documented device interfaces)."""
 
-import ast
 import pathlib
 import re
 
 import torch
+from imports import imported_modules
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAP = (ROOT / "docs" / "architecture.md").read_text()
@@ -70,21 +70,13 @@ def test_every_process_wide_hook_is_in_the_map():
     assert undocumented == []
 
 
-def _imports(path):
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module
-
-
 def test_nothing_of_the_library_imports_the_cli():
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted((ROOT / "torch_neuronx").rglob("*.py"))
         if "cli" not in path.relative_to(ROOT / "torch_neuronx").parts[:1]
         and path.name != "__main__.py"
-        for name in _imports(path)
+        for name in imported_modules(path)
         if name == "torch_neuronx.cli" or name.startswith("torch_neuronx.cli.")
     ]
     assert offenders == []
@@ -95,7 +87,7 @@ def test_torch_neuronx_reads_nki_privates_only_at_the_device_interfaces():
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted((ROOT / "torch_neuronx").rglob("*.py"))
-        for name in _imports(path)
+        for name in imported_modules(path)
         if name.startswith("nki._src") and name not in allowed
     ]
     assert offenders == []

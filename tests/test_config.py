@@ -6,7 +6,8 @@ import pytest
 import torch
 from pyrun import run_python
 
-from torch_neuronx import config, platforms
+from torch_neuronx import _config as config
+from torch_neuronx import _platforms as platforms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,7 +7,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 import torch_neuronx
-from torch_neuronx import exclusions
+from torch_neuronx import _exclusions as exclusions
 
 LIMITS = "docs/limitations.md"
 

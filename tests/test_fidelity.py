@@ -1,5 +1,5 @@
 """docs/fidelity.md, the table of TorchNeuron's documented names, variables and behaviours, is
-generated from torch_neuronx/fidelity.py, and every row holds of the code: the names resolve,
+generated from torch_neuronx/_fidelity.py, and every row holds of the code: the names resolve,
 the variables are read (config.VARIABLES) or listed as hardware-only (config.HARDWARE_ONLY),
 and each behaviour names a test that exists."""
 
@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from torch_neuronx import config, fidelity
+from torch_neuronx import _config as config
+from torch_neuronx import _fidelity as fidelity
 from torch_neuronx.neuron import DEVICE_API
 from torch_neuronx.profiling import NeuronConfig
 

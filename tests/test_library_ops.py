@@ -215,19 +215,19 @@ def test_a_namespace_named_native_at_run_time_leaves_the_fallback_tier():
     halved = torch.ops.neurontest_late.halved
     _, fallback, _ = _tracked(halved, x.to("neuron"))
     assert fallback == ["neurontest_late::halved"], "ops of other libraries fall back by default"
-    torch_neuronx.op_policy.add_native_namespaces(["neurontest_late"])
+    torch_neuronx._op_policy.add_native_namespaces(["neurontest_late"])
     result, fallback, native = _tracked(halved, x.to("neuron"))
     assert torch.equal(result.cpu(), x / 2)
     assert fallback == []
     assert "neurontest_late::halved" in native, "the op already run takes the new tier"
-    assert "neurontest_late" in torch_neuronx.op_policy.native_namespaces()
-    assert not torch_neuronx.op_policy.is_library_fallback(halved.default)
+    assert "neurontest_late" in torch_neuronx._op_policy.native_namespaces()
+    assert not torch_neuronx._op_policy.is_library_fallback(halved.default)
 
 
 @pytest.mark.parametrize("bad", ["neurontest_late", [""], ["aten"]])
 def test_add_native_namespaces_refuses_what_is_not_a_library_namespace(bad):
     with pytest.raises((TypeError, ValueError), match="namespace"):
-        torch_neuronx.op_policy.add_native_namespaces(bad)
+        torch_neuronx._op_policy.add_native_namespaces(bad)
 
 
 # Registered for every device, as vLLM registers its attention kernels: without a neuron
@@ -251,8 +251,8 @@ def test_route_device_kernels_runs_a_catch_all_kernel_on_the_host_kernel_path():
     _seen_devices.clear()
     op(torch.empty(3, 5, device="neuron"), x.to("neuron"), 3.0)
     assert _seen_devices == [("neuron", "neuron")], "unrouted, the kernel gets device tensors"
-    assert torch_neuronx.op_policy.route_device_kernels(["neurontest_any::scaled_copy_"]) == 1
-    assert torch_neuronx.op_policy.route_device_kernels(["neurontest_any::scaled_copy_"]) == 0
+    assert torch_neuronx._op_policy.route_device_kernels(["neurontest_any::scaled_copy_"]) == 1
+    assert torch_neuronx._op_policy.route_device_kernels(["neurontest_any::scaled_copy_"]) == 0
     out = torch.zeros(3, 5, device="neuron")
     _seen_devices.clear()
     _, fallback, native = _tracked(op, out, x.to("neuron"), 3.0)
@@ -271,4 +271,4 @@ def test_route_device_kernels_runs_a_catch_all_kernel_on_the_host_kernel_path():
 )
 def test_route_device_kernels_names_what_it_cannot_route(name, message):
     with pytest.raises(RuntimeError, match=message):
-        torch_neuronx.op_policy.route_device_kernels([name])
+        torch_neuronx._op_policy.route_device_kernels([name])

@@ -54,7 +54,7 @@ def test_csv_written_at_exit(tmp_path):
 
 
 def test_log_level_from_environment():
-    code = "import logging, torch_neuronx\nprint(torch_neuronx.log.logger.getEffectiveLevel())"
+    code = "import logging, torch_neuronx\nprint(torch_neuronx._log.logger.getEffectiveLevel())"
     assert run_python(code, env={"TORCH_NEURONX_LOG_LEVEL": "3"}).stdout.strip() == "10"
     assert run_python(code, env={"TORCH_NEURONX_LOG_LEVEL": "ERROR"}).stdout.strip() == "40"
     fallback = "import torch\nprint(torch.nonzero(torch.ones(3, device='neuron')).tolist())"

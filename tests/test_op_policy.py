@@ -7,7 +7,7 @@ import torch
 from pyrun import run_python
 
 import torch_neuronx
-from torch_neuronx import op_policy
+from torch_neuronx import _op_policy as op_policy
 
 
 def _fallback_runs(fn, *cpu_args):

@@ -1,4 +1,4 @@
-"""The estimator as a library (torch_neuronx.roofline): what Recorder records of a step, and how
+"""The estimator as a library (torch_neuronx._roofline): what Recorder records of a step, and how
 op_time costs a record, checked against the arithmetic of the documented rates."""
 
 import dataclasses
@@ -9,7 +9,7 @@ import torch
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from torch_neuronx import roofline
+from torch_neuronx import _roofline as roofline
 
 
 def _calls(recorder):

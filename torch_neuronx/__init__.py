@@ -31,7 +31,7 @@ if _OTHER_BACKEND:
 else:
     _library.load()
 
-    from torch_neuronx import log as _log  # C++ logs through it
+    from torch_neuronx import _log  # C++ logs through it
 
     _log.warn_hardware_only()
     from torch_neuronx import neuron  # needs the library
@@ -42,17 +42,17 @@ else:
 
     from torch_neuronx import adaptive_eager
     from torch_neuronx import distributed  # registers the "neuron" c10d backend
-    from torch_neuronx import flex_attention as _flex_attention
+    from torch_neuronx import _flex_attention
     from torch_neuronx import metrics
     from torch_neuronx import profiler
     from torch_neuronx import profiling
     from torch_neuronx._dynamo import default_backend as _default_backend
     from torch_neuronx._dynamo.metrics import counters as _dynamo_counters
     from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
-    from torch_neuronx.op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+    from torch_neuronx._op_tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
     from torch_neuronx.profiler import NeuronConfig, NeuronProfiler, ProfileMode
-    from torch_neuronx.rng import get_rng_source, rng_source, set_rng_source
-    from torch_neuronx.roofline import estimate
+    from torch_neuronx._rng import get_rng_source, rng_source, set_rng_source
+    from torch_neuronx._roofline import estimate
 
     metrics.register_source(_dynamo_counters, reset_dynamo_metrics)
     _default_backend.install()

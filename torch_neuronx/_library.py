@@ -43,7 +43,7 @@ def load():
     platform to emulate, before anything asks for a device."""
     if not hasattr(torch.ops.neuron, "route"):
         torch.ops.load_library(_library_path())
-        from torch_neuronx import platforms
+        from torch_neuronx import _platforms as platforms
 
         platforms.configure_device()
 
@@ -57,7 +57,7 @@ def register_device_module(module):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from torch_neuronx import op_policy
+    from torch_neuronx import _op_policy as op_policy
 
     torch.ops.neuron.route(
         op_policy.cpu_fallback_ops(),

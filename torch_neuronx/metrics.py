@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from torch_neuronx import config
+from torch_neuronx import _config
 from torch_neuronx._dynamo import metrics as _dynamo_metrics
 
 _sources = []
@@ -162,7 +162,7 @@ def write_csv(path: str, table: str = "counters") -> None:
 
 
 def _enabled_tables():
-    names = [t.strip() for t in config.get("TORCH_NEURONX_ENABLED_METRIC_TABLES").split(",")]
+    names = [t.strip() for t in _config.get("TORCH_NEURONX_ENABLED_METRIC_TABLES").split(",")]
     unknown = [t for t in names if t and t not in _TABLES]
     if unknown:
         raise ValueError(
@@ -175,7 +175,7 @@ def _enabled_tables():
 def _write_at_exit():
     if not _enabled:
         return
-    directory = config.get("TORCH_NEURONX_METRICS_DIR") or tempfile.gettempdir()
+    directory = _config.get("TORCH_NEURONX_METRICS_DIR") or tempfile.gettempdir()
     os.makedirs(directory, exist_ok=True)
     stamp = f"{os.getpid()}_{int(time.time())}"
     for table in _enabled_tables():
@@ -196,5 +196,5 @@ def set_enabled(enabled: bool) -> None:
         _enabled_tables()  # a bad table name fails here, not at exit
 
 
-set_enabled(config.get("TORCH_NEURONX_METRICS_ENABLED"))
+set_enabled(_config.get("TORCH_NEURONX_METRICS_ENABLED"))
 atexit.register(_write_at_exit)

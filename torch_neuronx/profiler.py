@@ -14,8 +14,11 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import torch
+from torch.autograd.profiler_util import EventList
 from torch.profiler import ProfilerActivity, profile
 
 # The runtime's trace channel is read where NKI launches kernels; these names are its public
@@ -82,14 +85,14 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
 
     def __init__(
         self,
-        modes=_DEFAULT_MODES,
+        modes: Iterable[ProfileMode | str] = _DEFAULT_MODES,
         profile_output_dir: str | None = "./profile_output",
         max_events_per_nc: int | None = None,
         capture_enabled_for_nc: str | None = None,
         neff_cache_dir: str | None = None,
         precache_node_info: bool = True,
-        **experimental,
-    ):
+        **experimental: Any,
+    ) -> None:
         self.modes = _modes(modes)
         self.profile_output_dir = profile_output_dir
         if max_events_per_nc is not None and (
@@ -161,9 +164,9 @@ class NeuronProfiler:
         config: NeuronConfig | None = None,
         *,
         output_dir: str | None = None,
-        modes=None,
-        **profile_kwargs,
-    ):
+        modes: Iterable[ProfileMode | str] | None = None,
+        **profile_kwargs: Any,
+    ) -> None:
         if config is not None and not isinstance(config, NeuronConfig):
             raise TypeError(
                 f"NeuronProfiler takes a NeuronConfig, not {type(config).__name__}; for a "
@@ -176,10 +179,10 @@ class NeuronProfiler:
             )
         self.config = config or NeuronConfig(modes or _DEFAULT_MODES, profile_output_dir=None)
         self.output_dir = output_dir
-        self.trace_path = None
-        self.trace_paths = []
+        self.trace_path: str | None = None
+        self.trace_paths: list[str] = []
         self.profile_kwargs = profile_kwargs
-        self._profile = None
+        self._profile: profile | None = None
 
     @property
     def profile(self):
@@ -192,7 +195,7 @@ class NeuronProfiler:
             )
         return self._profile
 
-    def export_trace(self, prof) -> str:
+    def export_trace(self, prof: torch.profiler.profile) -> str:
         """``on_trace_ready``: writes ``prof``'s trace of this rank; returns the trace's path."""
         if not self.config.profile_output_dir:
             raise ValueError(
@@ -219,7 +222,7 @@ class NeuronProfiler:
             "world_size": world,
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "current_device": torch.neuron.current_device(),
+            "current_device": torch.accelerator.current_device_index(),
             "device_events": dict(sorted(per_core.items())),
             "settings": self.config.settings(),
         }
@@ -229,12 +232,12 @@ class NeuronProfiler:
         self.trace_paths.append(trace_path)
         return trace_path
 
-    def start(self):
+    def start(self) -> "NeuronProfiler":
         """Starts recording."""
         self.profile.start()
         return self
 
-    def stop(self):
+    def stop(self) -> str | None:
         """Stops recording; returns the trace's path when ``output_dir`` was given."""
         self.profile.stop()
         if self.output_dir is not None:
@@ -243,7 +246,7 @@ class NeuronProfiler:
             self.profile.export_chrome_trace(self.trace_path)
         return self.trace_path
 
-    def key_averages(self, *args, **kwargs):
+    def key_averages(self, *args: Any, **kwargs: Any) -> EventList:
         """torch.profiler's per-op table, with the neuron time columns."""
         return self.profile.key_averages(*args, **kwargs)
 

@@ -7,8 +7,8 @@
 unchanged.  nki/README.md ("The neuronxcc.nki compatibility layer") lists what differs.
 """
 
-from nki._src.errors import NkiValidationError
-from nki._src.tensor import NkiTensor as tensor
+from nki import NkiValidationError
+from nki.language import NkiTensor as tensor
 
 from . import compiler, isa, language, typing
 from ._kernels import baremetal, benchmark, jit, profile, simulate_kernel, trace

@@ -12,17 +12,28 @@ import operator
 
 import torch
 
-from nki._src import buffers, dtypes, runtime
-from nki._src.errors import fail, require
-from nki._src.tensor import PMAX, DynSlice, NkiTensor, row_major
+import nki.language as nl
+from nki._src.legacy_api import (
+    PMAX,
+    DynSlice,
+    current_runtime,
+    dtype_name,
+    dtype_sentinel,
+    fail,
+    normalize_dtype,
+    require,
+    require_on_chip_dtype,
+    row_major,
+)
+from nki.language import NkiTensor
 
 
 class BlockTensor:
     """An on-chip tensor with block dimensions in front of its partition dimension."""
 
     def __init__(self, shape, axis, dtype, buffer, name=""):
-        dtype = dtypes.normalize(dtype, "ndarray")
-        dtypes.require_on_chip_dtype(dtype, "ndarray")
+        dtype = normalize_dtype(dtype, "ndarray")
+        require_on_chip_dtype(dtype, "ndarray")
         self.shape = tuple(shape)
         self.dtype = dtype
         self._blocks, self._parts, self._free = (
@@ -36,17 +47,17 @@ class BlockTensor:
             f"partition dimension {self._parts} exceeds maximum {PMAX}",
         )
         tile = math.prod(self._free)
-        if buffer is buffers.psum:
-            bank = runtime.current().target.psum_bank_bytes // dtype.itemsize
+        if buffer is nl.psum:
+            bank = current_runtime().target.psum_bank_bytes // dtype.itemsize
             tile = -(-tile // bank) * bank
         self._tile = tile
         count = math.prod(self._blocks)
         storage = torch.full(
-            (self._parts * count * tile,), dtypes.sentinel(dtype), dtype=dtype.torch
+            (self._parts * count * tile,), dtype_sentinel(dtype), dtype=dtype.torch
         )
         tile_bytes = tile * dtype.itemsize
         # The tiles sit side by side in each partition; the allocation is charged as one.
-        self._alloc = runtime.current().allocator.new(
+        self._alloc = current_runtime().allocator.new(
             storage, buffer, name, tile_bytes, storage.numel() * dtype.itemsize
         )
         self._alloc.dtype = dtype
@@ -71,7 +82,7 @@ class BlockTensor:
 
     def __repr__(self):
         return (
-            f"BlockTensor(shape={self.shape}, dtype={dtypes.name(self.dtype)}, "
+            f"BlockTensor(shape={self.shape}, dtype={dtype_name(self.dtype)}, "
             f"buffer={self.buffer!r})"
         )
 

@@ -3,12 +3,11 @@ scattering) DMA with ``oob_mode`` handling, and read-modify-write destinations."
 
 import torch
 
-from nki._src import trace
-from nki._src.enums import dge_mode
-from nki._src.enums import oob_mode as _Oob
-from nki._src.errors import require
-from nki._src.isa.dma import dma_copy as _dma_copy
-from nki._src.tensor import NkiTensor
+from nki._src.legacy_api import contiguous_run, issue, require
+from nki.isa import dge_mode
+from nki.isa import dma_copy as _dma_copy
+from nki.isa import oob_mode as _Oob
+from nki.language import NkiTensor
 
 from ._index import Access
 from ._ops import resolve_op
@@ -58,11 +57,11 @@ def dma(dst, src, oob_mode=_Oob.error, dge_mode=dge_mode.unknown, dst_rmw_op=Non
         target, chunk = dst.tensor, dst.contiguous_bytes()
     else:
         dst.host.copy_(values)
-        target, chunk = dst, trace.contiguous_run(dst)
+        target, chunk = dst, contiguous_run(dst)
     source = src.tensor if isinstance(src, Access) else src
     if isinstance(src, Access):
         chunk = min(chunk, src.contiguous_bytes())
-    trace.issue(
+    issue(
         where,
         "dma",
         [target],

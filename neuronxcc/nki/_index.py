@@ -16,9 +16,9 @@ import operator
 import numpy as np
 import torch
 
-from nki._src.errors import fail, require
-from nki._src.isa.registers import VirtualRegister
-from nki._src.tensor import DynSlice, NkiTensor, _check_slice
+from nki._src.legacy_api import DynSlice, check_slice, fail, require
+from nki.isa import VirtualRegister
+from nki.language import NkiTensor
 
 _old_kernels = []
 
@@ -415,7 +415,7 @@ def access(t, key):
         if isinstance(entry, DynSlice):
             entry = slice(entry.start, entry.start + entry.size)
         if isinstance(entry, slice):
-            s = _check_slice(entry, size, dim)
+            s = check_slice(entry, size, dim)
             slices[dim] = np.arange(s.start, s.stop, s.step)
         elif _is_advanced(entry):
             values[dim], from_tile = _advanced_values(entry)

@@ -12,12 +12,11 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from nki._src import buffers, dtypes
-from nki._src.cost_model import BenchmarkKernel
-from nki._src.isa.dma import dma_copy
-from nki._src.jit import Kernel, Launch
-from nki._src.language.memory import to_sbuf
-from nki._src.tensor import NkiTensor
+import nki.language as nl
+from nki import Kernel
+from nki._src.legacy_api import BenchmarkKernel, Launch, normalize_dtype, to_sbuf
+from nki.isa import dma_copy
+from nki.language import NkiTensor
 from nki.typing import TensorType
 
 from ._index import running_old_kernel
@@ -30,11 +29,11 @@ def _output(r):
     if not isinstance(r, NkiTensor):
         return r
     if r.buffer.on_chip:
-        out = NkiTensor.allocate(r.shape, r.dtype, buffers.shared_hbm, op="return")
+        out = NkiTensor.allocate(r.shape, r.dtype, nl.shared_hbm, op="return")
         dma_copy(dst=out, src=to_sbuf(r))
         return out
-    if r.buffer is buffers.private_hbm:
-        r._alloc.buffer = buffers.shared_hbm
+    if r.buffer is nl.private_hbm:
+        r._alloc.buffer = nl.shared_hbm
     return r
 
 
@@ -95,7 +94,7 @@ def _example(arg, rng):
     """A random input for a ``tensor[[shape], dtype]`` placeholder; other arguments as given."""
     if not isinstance(arg, TensorType):
         return arg
-    dtype = dtypes.normalize(np.float32 if arg.dtype is None else arg.dtype, "benchmark")
+    dtype = normalize_dtype(np.float32 if arg.dtype is None else arg.dtype, "benchmark")
     values = torch.rand(arg.shape, generator=rng).to(dtype.torch)
     return values.numpy() if dtype in (torch.float32, torch.float16) else values
 

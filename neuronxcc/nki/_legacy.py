@@ -1,14 +1,16 @@
-"""The pre-0.2 semantics of the simulator's tensors, installed as ``nki._src.tensor.legacy``:
+"""The pre-0.2 semantics of the simulator's tensors, installed through nki._src.legacy_api:
 indexing with index expressions and tile values, assignment through them, tiles broadcast
 across partitions by copying, and ``psum_tile += matmul_result`` accumulating as a matmul.
 The new-API behaviour is kept outside pre-0.2 kernels (tile indices, broadcasts, ``+=``)."""
 
 import nki.language as new_language
-from nki._src import buffers, checks
-from nki._src import tensor as tensor_module
-from nki._src.isa.matmul import accumulate_into
-from nki._src.tiles import read_pf
-from nki._src.trace import issue
+from nki._src.legacy_api import (
+    accumulate_into,
+    install_tensor_semantics,
+    issue,
+    read_pf,
+    same_tile,
+)
 
 from ._index import Access, access, claims, old_kernel_running
 from ._masking import assign
@@ -18,7 +20,7 @@ def _accumulate(dst, value):
     """``psum_tile += matmul_result``: accumulate as a matmul into PSUM does, so the first
     write to an element overwrites whatever the (uninitialized) bank held."""
     where = "psum +="
-    checks.same_tile(where, "dst", dst, "value", value)
+    same_tile(where, "dst", dst, "value", value)
     accumulate_into(where, dst, read_pf(value), None)
     issue(where, "vector", [dst], [value])
 
@@ -40,7 +42,7 @@ class _Legacy:
         return None
 
     def iadd(self, t, other):
-        psum = buffers.psum
+        psum = new_language.psum
         if not (
             old_kernel_running() and t.buffer is psum and getattr(other, "buffer", None) is psum
         ):
@@ -57,4 +59,4 @@ class _Legacy:
 
 def install():
     """Give the simulator's tensors the pre-0.2 semantics where they differ (see _Legacy)."""
-    tensor_module.legacy = _Legacy()
+    install_tensor_semantics(_Legacy())

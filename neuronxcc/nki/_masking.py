@@ -10,10 +10,8 @@ elements the mask excludes; that needs every operand inside its tensor.
 import numpy as np
 import torch
 
-from nki._src import alu
-from nki._src.errors import fail, require
-from nki._src.tensor import NkiTensor
-from nki._src.trace import issue
+from nki._src.legacy_api import assign_op, fail, issue, require
+from nki.language import NkiTensor
 
 from ._blocks import BlockTensor
 from ._index import Access, Predicate
@@ -124,4 +122,4 @@ def execute(impl, where, *, mask=None, writes=(), lazy=(), **operands):
 
 def assign(dst, value, mask=None):
     """``dst[...] = value`` where either side may be an old-API access."""
-    execute(alu.assign, "assign", mask=mask, writes=("dst",), dst=dst, value=value)
+    execute(assign_op, "assign", mask=mask, writes=("dst",), dst=dst, value=value)

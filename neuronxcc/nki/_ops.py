@@ -6,13 +6,14 @@ import math
 import numpy as np
 import torch
 
-from nki._src import alu
+import nki.language as nl
+from nki._src.legacy_api import AluOp, resolve_alu_op
 
-tan = alu.Op("tan", "unary", unary=torch.tan)
-trunc = alu.Op("trunc", "unary", unary=torch.trunc)
-fmod = alu.Op("fmod", "binary", binary=torch.fmod)
-mod = alu.Op("mod", "binary", binary=torch.remainder)
-erf_dx = alu.Op(
+tan = AluOp("tan", "unary", unary=torch.tan)
+trunc = AluOp("trunc", "unary", unary=torch.trunc)
+fmod = AluOp("fmod", "binary", binary=torch.fmod)
+mod = AluOp("mod", "binary", binary=torch.remainder)
+erf_dx = AluOp(
     "erf_dx", "unary", unary=lambda a: 2.0 / math.sqrt(math.pi) * torch.exp(-torch.square(a))
 )
 
@@ -27,34 +28,34 @@ def _silu_dx(a):
     return s * (1.0 + a * (1.0 - s))
 
 
-gelu_dx = alu.Op("gelu_dx", "unary", unary=_gelu_dx)
-silu_dx = alu.Op("silu_dx", "unary", unary=_silu_dx)
+gelu_dx = AluOp("gelu_dx", "unary", unary=_gelu_dx)
+silu_dx = AluOp("silu_dx", "unary", unary=_silu_dx)
 
 # NumPy functions old kernels pass as operators, beyond those nki.language already maps.
 _NUMPY = {
-    np.amax: alu.max,
-    np.amin: alu.min,
-    np.prod: alu.prod,
-    np.mean: alu.mean,
-    np.var: alu.var,
-    np.all: alu.all,
-    np.floor: alu.floor,
-    np.ceil: alu.ceil,
+    np.amax: nl.max,
+    np.amin: nl.min,
+    np.prod: nl.prod,
+    np.mean: nl.mean,
+    np.var: nl.var,
+    np.all: nl.all,
+    np.floor: nl.floor,
+    np.ceil: nl.ceil,
     np.trunc: trunc,
     np.tan: tan,
-    np.arctan: alu.arctan,
+    np.arctan: nl.arctan,
     np.fmod: fmod,
     np.mod: mod,
-    np.logical_and: alu.logical_and,
-    np.logical_or: alu.logical_or,
-    np.logical_xor: alu.logical_xor,
-    np.logical_not: alu.logical_not,
-    np.bitwise_and: alu.bitwise_and,
-    np.bitwise_or: alu.bitwise_or,
-    np.bitwise_xor: alu.bitwise_xor,
-    np.invert: alu.invert,
-    np.left_shift: alu.left_shift,
-    np.right_shift: alu.right_shift,
+    np.logical_and: nl.logical_and,
+    np.logical_or: nl.logical_or,
+    np.logical_xor: nl.logical_xor,
+    np.logical_not: nl.logical_not,
+    np.bitwise_and: nl.bitwise_and,
+    np.bitwise_or: nl.bitwise_or,
+    np.bitwise_xor: nl.bitwise_xor,
+    np.invert: nl.invert,
+    np.left_shift: nl.left_shift,
+    np.right_shift: nl.right_shift,
 }
 
 
@@ -81,6 +82,6 @@ def resolve_op(op, where="op"):
         return None
     if isinstance(op, Operator):
         return op.op
-    if isinstance(op, alu.Op):
+    if isinstance(op, AluOp):
         return op
-    return alu.resolve(_NUMPY.get(op, op), where)
+    return resolve_alu_op(_NUMPY.get(op, op), where)

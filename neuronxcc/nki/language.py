@@ -14,11 +14,17 @@ import torch
 
 import nki.isa as new_isa
 import nki.language as new
-from nki._src import alu, buffers, dtypes, trace
-from nki._src.errors import fail, require
-from nki._src.language.memory import to_sbuf
-from nki._src.tensor import NkiTensor, ds  # noqa: F401 - re-exported
-from nki._src.tiles import fill
+from nki._src.legacy_api import (
+    fail,
+    fill,
+    issue,
+    mark_written,
+    normalize_dtype,
+    promote_dtypes,
+    require,
+    to_sbuf,
+)
+from nki.language import NkiTensor, ds  # noqa: F401 - re-exported
 
 from . import _ops
 from ._blocks import BlockTensor
@@ -63,7 +69,7 @@ bfp16 = _Bounds("bfp16", torch.finfo(torch.bfloat16))
 
 def finfo(dtype):
     """Machine limits of a float type."""
-    return torch.finfo(dtypes.normalize(dtype, "finfo").torch)
+    return torch.finfo(normalize_dtype(dtype, "finfo").torch)
 
 
 def static_cast(input_data, dtype):
@@ -141,7 +147,7 @@ class nc(spmd_dim):
 # ---- creation ----------------------------------------------------------------------------
 def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
     """A new uninitialized tensor; ``nl.par_dim`` marks the partition dim of on-chip ones."""
-    buffer = buffers.sbuf if buffer is None else buffer_of(buffer)
+    buffer = new.sbuf if buffer is None else buffer_of(buffer)
     marked = [i for i, d in enumerate(shape) if isinstance(d, par_dim)]
     shape = tuple(operator.index(d) for d in shape)
     require(len(marked) <= 1, "ndarray", "a shape can mark only one nl.par_dim")
@@ -159,7 +165,7 @@ def _fill(t, value):
         new_isa.memset(dst=t, value=value)
     else:
         fill(t.host, value)
-        trace.mark_written(t)
+        mark_written(t)
     return t
 
 
@@ -218,20 +224,20 @@ shared_identity_matrix = new.shared_identity_matrix
 # ---- memory --------------------------------------------------------------------------------
 def load(src, *, mask=None, dtype=None, **kwargs):
     """A new SBUF tile holding ``src`` (an HBM tensor, possibly indexed by tile values)."""
-    dst = ndarray(src.shape, dtype or src.dtype, buffer=buffers.sbuf)
+    dst = ndarray(src.shape, dtype or src.dtype, buffer=new.sbuf)
     execute(dma, "nl.load", mask=mask, writes=("dst",), lazy=("dst", "src"), dst=dst, src=src)
     return dst
 
 
 def _store(dst, value):
-    if isinstance(value, NkiTensor) and value.buffer is buffers.psum:
+    if isinstance(value, NkiTensor) and value.buffer is new.psum:
         value = to_sbuf(value)
     dma(dst, value)
 
 
 def _store_scalar(dst, value):
     fill(dst.host, value)
-    trace.issue("nl.store", "dma", [dst], [], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
+    issue("nl.store", "dma", [dst], [], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
 
 
 def store(dst, value, *, mask=None, **kwargs):
@@ -249,11 +255,11 @@ def store(dst, value, *, mask=None, **kwargs):
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     """A new SBUF tile holding the 2-D HBM tensor ``src`` transposed (by DMA)."""
     require(src.ndim == 2, "nl.load_transpose2d", f"src must be 2-D, is {src.ndim}-D")
-    dst = ndarray((src.shape[1], src.shape[0]), src.dtype, buffer=buffers.sbuf)
+    dst = ndarray((src.shape[1], src.shape[0]), src.dtype, buffer=new.sbuf)
     execute(
         new_isa.dma_transpose, "nl.load_transpose2d", mask=mask, writes=("dst",), dst=dst, src=src
     )
-    if dtype is None or dtypes.normalize(dtype) == dst.dtype:
+    if dtype is None or normalize_dtype(dtype) == dst.dtype:
         return dst
     return copy(dst, dtype=dtype)
 
@@ -288,12 +294,12 @@ def _gather_flattened(dst, data, indices):
         f"an index is outside the {source.shape[1]} elements of a partition",
     )
     dst.host.copy_(torch.gather(source, 1, picks).reshape(dst.shape))
-    trace.issue(where, "gpsimd", [dst], [data, indices])
+    issue(where, "gpsimd", [dst], [data, indices])
 
 
 def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
     """Per partition, the elements of ``data`` (free dims flattened) at ``indices``."""
-    dst = ndarray(indices.shape, dtype or data.dtype, buffer=buffers.sbuf)
+    dst = ndarray(indices.shape, dtype or data.dtype, buffer=new.sbuf)
     execute(
         _gather_flattened,
         "nl.gather_flattened",
@@ -319,8 +325,8 @@ def _tile_math(op, arity, default_dtype=None):
         tiles = [v for v in operands if isinstance(v, (NkiTensor, Access, BlockTensor))]
         require(tiles, f"nl.{op.name}", "needs at least one tile operand")
         shape = np.broadcast_shapes(*(t.shape for t in tiles))
-        out_dtype = dtype or default_dtype or dtypes.promote(*(t.dtype for t in tiles))
-        dst = ndarray(shape, out_dtype, buffer=buffers.sbuf)
+        out_dtype = dtype or default_dtype or promote_dtypes(*(t.dtype for t in tiles))
+        dst = ndarray(shape, out_dtype, buffer=new.sbuf)
         bound = dict(zip(names, operands))
         execute(
             lambda dst, **ops: op(*(ops[n] for n in names), dst=dst),
@@ -347,7 +353,7 @@ def _reduction(op, default_dtype=None):
             shape = tuple(s for d, s in enumerate(x.shape) if d not in axes)
         if len(shape) < 2:
             shape = (x.shape[0], 1)
-        dst = ndarray(shape, dtype or default_dtype or x.dtype, buffer=buffers.sbuf)
+        dst = ndarray(shape, dtype or default_dtype or x.dtype, buffer=new.sbuf)
         execute(
             lambda dst, x: op(x, tuple(sorted(axes)), keepdims=keepdims, dst=dst),
             f"nl.{op.name}",
@@ -362,68 +368,68 @@ def _reduction(op, default_dtype=None):
     return Operator(op, call)
 
 
-add = _tile_math(alu.add, 2)
-subtract = _tile_math(alu.subtract, 2)
-multiply = _tile_math(alu.multiply, 2)
-divide = _tile_math(alu.divide, 2)
-maximum = _tile_math(alu.maximum, 2)
-minimum = _tile_math(alu.minimum, 2)
-power = _tile_math(alu.power, 2)
+add = _tile_math(new.add, 2)
+subtract = _tile_math(new.subtract, 2)
+multiply = _tile_math(new.multiply, 2)
+divide = _tile_math(new.divide, 2)
+maximum = _tile_math(new.maximum, 2)
+minimum = _tile_math(new.minimum, 2)
+power = _tile_math(new.power, 2)
 fmod = _tile_math(_ops.fmod, 2)
 mod = _tile_math(_ops.mod, 2)
-bitwise_and = _tile_math(alu.bitwise_and, 2)
-bitwise_or = _tile_math(alu.bitwise_or, 2)
-bitwise_xor = _tile_math(alu.bitwise_xor, 2)
-left_shift = _tile_math(alu.left_shift, 2)
-right_shift = _tile_math(alu.right_shift, 2)
-equal = _tile_math(alu.equal, 2, dtypes.bool_)
-not_equal = _tile_math(alu.not_equal, 2, dtypes.bool_)
-greater = _tile_math(alu.greater, 2, dtypes.bool_)
-greater_equal = _tile_math(alu.greater_equal, 2, dtypes.bool_)
-less = _tile_math(alu.less, 2, dtypes.bool_)
-less_equal = _tile_math(alu.less_equal, 2, dtypes.bool_)
-logical_and = _tile_math(alu.logical_and, 2, dtypes.bool_)
-logical_or = _tile_math(alu.logical_or, 2, dtypes.bool_)
-logical_xor = _tile_math(alu.logical_xor, 2, dtypes.bool_)
-logical_not = _tile_math(alu.logical_not, 1, dtypes.bool_)
-invert = _tile_math(alu.invert, 1)
-abs = _tile_math(alu.abs, 1)  # noqa: A001 - NKI name
-arctan = _tile_math(alu.arctan, 1)
-ceil = _tile_math(alu.ceil, 1)
-copy = _tile_math(alu.copy, 1)
-cos = _tile_math(alu.cos, 1)
-erf = _tile_math(alu.erf, 1)
+bitwise_and = _tile_math(new.bitwise_and, 2)
+bitwise_or = _tile_math(new.bitwise_or, 2)
+bitwise_xor = _tile_math(new.bitwise_xor, 2)
+left_shift = _tile_math(new.left_shift, 2)
+right_shift = _tile_math(new.right_shift, 2)
+equal = _tile_math(new.equal, 2, new.bool_)
+not_equal = _tile_math(new.not_equal, 2, new.bool_)
+greater = _tile_math(new.greater, 2, new.bool_)
+greater_equal = _tile_math(new.greater_equal, 2, new.bool_)
+less = _tile_math(new.less, 2, new.bool_)
+less_equal = _tile_math(new.less_equal, 2, new.bool_)
+logical_and = _tile_math(new.logical_and, 2, new.bool_)
+logical_or = _tile_math(new.logical_or, 2, new.bool_)
+logical_xor = _tile_math(new.logical_xor, 2, new.bool_)
+logical_not = _tile_math(new.logical_not, 1, new.bool_)
+invert = _tile_math(new.invert, 1)
+abs = _tile_math(new.abs, 1)  # noqa: A001 - NKI name
+arctan = _tile_math(new.arctan, 1)
+ceil = _tile_math(new.ceil, 1)
+copy = _tile_math(new.copy, 1)
+cos = _tile_math(new.cos, 1)
+erf = _tile_math(new.erf, 1)
 erf_dx = _tile_math(_ops.erf_dx, 1)
-exp = _tile_math(alu.exp, 1)
-floor = _tile_math(alu.floor, 1)
-gelu = _tile_math(alu.gelu, 1)
+exp = _tile_math(new.exp, 1)
+floor = _tile_math(new.floor, 1)
+gelu = _tile_math(new.gelu, 1)
 gelu_dx = _tile_math(_ops.gelu_dx, 1)
-gelu_apprx_sigmoid = _tile_math(alu.gelu_apprx_sigmoid, 1)
-gelu_apprx_tanh = _tile_math(alu.gelu_apprx_tanh, 1)
-log = _tile_math(alu.log, 1)
-mish = _tile_math(alu.mish, 1)
-negative = _tile_math(alu.negative, 1)
-reciprocal = _tile_math(alu.reciprocal, 1)
-relu = _tile_math(alu.relu, 1)
-rsqrt = _tile_math(alu.rsqrt, 1)
-sigmoid = _tile_math(alu.sigmoid, 1)
-sign = _tile_math(alu.sign, 1)
-silu = _tile_math(alu.silu, 1)
+gelu_apprx_sigmoid = _tile_math(new.gelu_apprx_sigmoid, 1)
+gelu_apprx_tanh = _tile_math(new.gelu_apprx_tanh, 1)
+log = _tile_math(new.log, 1)
+mish = _tile_math(new.mish, 1)
+negative = _tile_math(new.negative, 1)
+reciprocal = _tile_math(new.reciprocal, 1)
+relu = _tile_math(new.relu, 1)
+rsqrt = _tile_math(new.rsqrt, 1)
+sigmoid = _tile_math(new.sigmoid, 1)
+sign = _tile_math(new.sign, 1)
+silu = _tile_math(new.silu, 1)
 silu_dx = _tile_math(_ops.silu_dx, 1)
-sin = _tile_math(alu.sin, 1)
-softplus = _tile_math(alu.softplus, 1)
-sqrt = _tile_math(alu.sqrt, 1)
-square = _tile_math(alu.square, 1)
+sin = _tile_math(new.sin, 1)
+softplus = _tile_math(new.softplus, 1)
+sqrt = _tile_math(new.sqrt, 1)
+square = _tile_math(new.square, 1)
 tan = _tile_math(_ops.tan, 1)
-tanh = _tile_math(alu.tanh, 1)
+tanh = _tile_math(new.tanh, 1)
 trunc = _tile_math(_ops.trunc, 1)
-sum = _reduction(alu.sum)  # noqa: A001 - NKI name
-prod = _reduction(alu.prod)
-max = _reduction(alu.max)  # noqa: A001 - NKI name
-min = _reduction(alu.min)  # noqa: A001 - NKI name
-mean = _reduction(alu.mean)
-var = _reduction(alu.var)
-all = _reduction(alu.all, dtypes.bool_)  # noqa: A001 - NKI name
+sum = _reduction(new.sum)  # noqa: A001 - NKI name
+prod = _reduction(new.prod)
+max = _reduction(new.max)  # noqa: A001 - NKI name
+min = _reduction(new.min)  # noqa: A001 - NKI name
+mean = _reduction(new.mean)
+var = _reduction(new.var)
+all = _reduction(new.all, new.bool_)  # noqa: A001 - NKI name
 
 
 def _unmasked(where, mask):
@@ -470,7 +476,7 @@ expand_dims = new.expand_dims
 
 def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
     """``x`` with each element zeroed with probability ``rate``."""
-    dst = ndarray(x.shape, dtype or x.dtype, buffer=buffers.sbuf)
+    dst = ndarray(x.shape, dtype or x.dtype, buffer=new.sbuf)
     execute(new_isa.dropout, "nl.dropout", mask=mask, writes=("dst",), dst=dst, data=x, prob=rate)
     return dst
 

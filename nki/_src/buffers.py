@@ -1,5 +1,10 @@
 """Memory spaces a tensor can live in."""
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tensor import NkiTensor
+
 
 class Buffer:
     """A memory space (SBUF, PSUM or one of the HBM kinds)."""
@@ -22,21 +27,21 @@ hbm = private_hbm
 shared_hbm = Buffer("shared_hbm", False)
 
 
-def is_hbm(t):
+def is_hbm(t: "NkiTensor") -> bool:
     """True if the tensor lives in any HBM space."""
     return not t.buffer.on_chip
 
 
-def is_sbuf(t):
+def is_sbuf(t: "NkiTensor") -> bool:
     """True if the tensor lives in SBUF."""
     return t.buffer is sbuf
 
 
-def is_psum(t):
+def is_psum(t: "NkiTensor") -> bool:
     """True if the tensor lives in PSUM."""
     return t.buffer is psum
 
 
-def is_on_chip(t):
+def is_on_chip(t: "NkiTensor") -> bool:
     """True if the tensor lives in SBUF or PSUM."""
     return t.buffer.on_chip

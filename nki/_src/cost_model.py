@@ -4,7 +4,9 @@ trace, reports and ``nki.benchmark``.  The model and its assumptions are describ
 
 import bisect
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import targets
 from .jit import Kernel, Launch
@@ -194,7 +196,7 @@ class CostReport:
     peak_psum_bytes: int = 0
     label: str = LABEL
 
-    def get_latency_percentile(self, percentile=50):
+    def get_latency_percentile(self, percentile: float = 50) -> float:
         """The estimate (in us) stands in for every percentile: the model is deterministic."""
         return self.latency_us
 
@@ -261,7 +263,12 @@ def _launch(kernel):
     return (kernel if isinstance(kernel, Kernel) else Kernel(kernel))[()]
 
 
-def estimate(kernel, *args, target=None, **kwargs):
+def estimate(
+    kernel: Kernel | Launch | Callable[..., Any],
+    *args: Any,
+    target: str | None = None,
+    **kwargs: Any,
+) -> CostReport:
     """Estimated latency of ``kernel(*args, **kwargs)`` (or ``kernel[grid]``) on ``target``.
 
     Runs the kernel once on copies of the arguments if this signature was not specialized yet.
@@ -296,7 +303,12 @@ class BenchmarkKernel:
         return self.launch(*args, **kwargs)
 
 
-def benchmark(kernel=None, *, target=None, **ignored):
+def benchmark(
+    kernel: Kernel | Launch | Callable[..., Any] | None = None,
+    *,
+    target: str | None = None,
+    **ignored: object,
+) -> BenchmarkKernel | Callable[[Kernel | Launch | Callable[..., Any]], BenchmarkKernel]:
     """Decorator (``warmup``/``iters``... accepted and ignored) attaching cost-model estimates."""
     if kernel is None:
         return lambda k: BenchmarkKernel(k, target)

@@ -238,7 +238,7 @@ def from_numpy(dtype):
     return found
 
 
-def normalize(dtype, op="dtype"):
+def normalize(dtype, op="dtype") -> DType:
     """Map an NKI, torch, numpy or string dtype (or float/int/bool) to its NKI DType."""
     if isinstance(dtype, DType):
         result = dtype

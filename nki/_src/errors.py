@@ -1,5 +1,7 @@
 """Validation errors raised when a kernel breaks a hardware or API rule."""
 
+from typing import NoReturn
+
 from .. import listeners
 
 
@@ -7,7 +9,7 @@ class NkiValidationError(AssertionError):
     """Raised when hardware constraints are violated (an AssertionError, like AWS's simulator)."""
 
 
-def fail(op, message):
+def fail(op, message) -> NoReturn:
     """Raise a validation error prefixed with the instruction name."""
     error = NkiValidationError(f"{op}: {message}")
     listeners.failed(error)

@@ -10,7 +10,9 @@ shape inference for FakeTensors.  Nothing is compiled.
 import functools
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -65,16 +67,16 @@ class Specialization:
 class Kernel:
     """A ``@nki.jit`` kernel; ``kernel[grid](...)`` launches an SPMD grid (or LNC count)."""
 
-    def __init__(self, fn, platform_target=None):
+    def __init__(self, fn: Callable[..., Any], platform_target: str | None = None) -> None:
         self.fn = fn
         self.platform_target = platform_target
-        self.specializations = {}
+        self.specializations: dict[object, Specialization] = {}
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, grid):
         return Launch(self, grid)
 
-    def targeting(self, platform_target):
+    def targeting(self, platform_target: str | None) -> "Kernel":
         """This kernel with a default target (its own ``platform_target`` still wins); it
         shares the specializations, which are keyed by target."""
         other = Kernel(self.fn, platform_target=self.platform_target or platform_target)
@@ -306,7 +308,13 @@ def _convert(r, arg_allocs, tensor_args):
     return interop.to_device(host, torch_args[0].device)
 
 
-def jit(fn=None, *, mode=None, platform_target=None, **compile_options):
+def jit(
+    fn: Callable[..., Any] | None = None,
+    *,
+    mode: str | None = None,
+    platform_target: str | None = None,
+    **compile_options: object,
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Decorate a kernel function; calls run it on the simulator.
 
     ``mode`` and compiler options (``compile_config``, ``specialization_config``, ...) are
@@ -327,7 +335,7 @@ class PerRank:
         return f"nki.per_rank{self.values!r}"
 
 
-def per_rank(*values):
+def per_rank(*values: object) -> PerRank:
     """``nki.per_rank(v0, v1, ...)``: rank ``r`` of a ``num_ranks`` simulation gets ``v_r``."""
     return PerRank(values)
 
@@ -357,7 +365,9 @@ class RankLaunch:
         return self.launch.run_ranks(rank_leaves, spec)
 
 
-def simulate(kernel, num_ranks=None):
+def simulate(
+    kernel: Kernel | Launch | Callable[..., Any], num_ranks: int | None = None
+) -> Kernel | Launch | RankLaunch:
     """A callable running ``kernel`` (a jit kernel, a ``kernel[grid]`` or a function) on the CPU.
 
     With ``num_ranks`` the kernel runs on that many collective ranks at once (``nki.collectives``
@@ -372,7 +382,9 @@ def simulate(kernel, num_ranks=None):
     return RankLaunch(launch, num_ranks)
 
 
-def cpu_simulate(kernel, num_ranks=None):
+def cpu_simulate(
+    kernel: Kernel | Launch | Callable[..., Any], num_ranks: int | None = None
+) -> Kernel | Launch | RankLaunch:
     """``nki.simulate`` as AWS's simulator package spells it (``nki.cpu_simulate(k)[lnc](...)``,
     the entry point of harnesses written for it): the target is ``NKI_NC_VERSION`` (gen2, gen3,
     gen4 or a trn name) when set, read at this call, else as for ``nki.simulate``."""

@@ -33,6 +33,6 @@ class NKIObject(metaclass=_KeywordFields):
             if field not in cls.__dict__:
                 setattr(cls, field, None)
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: object) -> None:
         for key, value in kwargs.items():
             setattr(self, key, value)

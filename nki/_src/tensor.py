@@ -11,12 +11,21 @@ tiles given overlapping addresses share their bytes as on the device.
 import functools
 import math
 import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, SupportsIndex, cast
 
+import numpy as np
 import torch
 
 from . import alu, buffers, dtypes, runtime
+from .argtypes import DTypeLike, Shape
+from .buffers import Buffer
+from .dtypes import DType
 from .errors import fail, require
 from .objects import NKIObject
+
+if TYPE_CHECKING:
+    from .allocator import Allocation
 
 PMAX = 128
 MAX_DIMS = 5
@@ -42,22 +51,23 @@ class DynSlice:
         return f"nl.ds({self.start}, {self.size})"
 
 
-def ds(start, size):
+def ds(start: SupportsIndex, size: SupportsIndex) -> DynSlice:
     """Construct a dynamic slice for simple tensor indexing."""
     return DynSlice(start, size)
 
 
-def as_shape(shape, op):
+def as_shape(shape: "int | Shape", op: str) -> tuple[int, ...]:
     """Normalize an int or sequence of ints into a shape tuple of positive ints."""
-    if not isinstance(shape, (tuple, list)) and hasattr(shape, "__index__"):
-        shape = (shape,)
-    shape = tuple(map(operator.index, shape))
-    require(len(shape) >= 1, op, "tensors need at least one dimension")
-    if len(shape) > MAX_DIMS:
-        fail(op, f"{len(shape)} dimensions exceed the maximum of {MAX_DIMS}")
-    if min(shape) < 1:
-        fail(op, f"shape {shape} has a non-positive dimension")
-    return shape
+    sizes = (
+        (shape,) if not isinstance(shape, (tuple, list)) and hasattr(shape, "__index__") else shape
+    )
+    dims = tuple(map(operator.index, cast("Sequence[SupportsIndex]", sizes)))
+    require(len(dims) >= 1, op, "tensors need at least one dimension")
+    if len(dims) > MAX_DIMS:
+        fail(op, f"{len(dims)} dimensions exceed the maximum of {MAX_DIMS}")
+    if min(dims) < 1:
+        fail(op, f"shape {dims} has a non-positive dimension")
+    return dims
 
 
 @functools.cache
@@ -99,7 +109,24 @@ class NkiTensor(NKIObject):
         "_host",
     )
 
-    def __init__(self, shape, dtype, storage=None, buffer=buffers.sbuf, name=""):
+    shape: tuple[int, ...]
+    _alloc: "Allocation"
+    _base: torch.Tensor
+    _dtype: DType
+    _strides: tuple[int, ...]
+    _offset: int
+    _origin: int
+    _index: torch.Tensor | None
+    _invalid: str | None
+
+    def __init__(
+        self,
+        shape: Shape,
+        dtype: DTypeLike,
+        storage: torch.Tensor | np.ndarray | None = None,
+        buffer: Buffer = buffers.sbuf,
+        name: str = "",
+    ) -> None:
         """Bind ``storage`` (torch tensor or numpy array; None: fresh memory) as a tensor."""
         if storage is None:
             made = NkiTensor.allocate(shape, dtype, buffer, name)
@@ -137,7 +164,15 @@ class NkiTensor(NKIObject):
 
     # ---- creation -------------------------------------------------------------------------
     @classmethod
-    def allocate(cls, shape, dtype, buffer, name="", op="ndarray", address=None):
+    def allocate(
+        cls,
+        shape: int | Shape,
+        dtype: DTypeLike,
+        buffer: Buffer,
+        name: str = "",
+        op: str = "ndarray",
+        address: tuple[int, int] | None = None,
+    ) -> "NkiTensor":
         """Allocate storage, filled with the uninitialized-memory sentinel."""
         if not isinstance(buffer, buffers.Buffer):
             fail(op, f"buffer must be nl.sbuf, nl.psum or an HBM buffer, got {buffer!r}")
@@ -174,7 +209,9 @@ class NkiTensor(NKIObject):
         return cls._make(alloc, alloc.storage, dtype, shape, row_major(shape), 0, 0)
 
     @classmethod
-    def wrap(cls, t, buffer, name="", dtype=None):
+    def wrap(
+        cls, t: torch.Tensor, buffer: Buffer, name: str = "", dtype: DTypeLike | None = None
+    ) -> "NkiTensor":
         """View a host torch tensor (a kernel argument) as an HBM tensor, without copying."""
         span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
         nbytes = span * t.element_size()
@@ -270,7 +307,7 @@ class NkiTensor(NKIObject):
         hi = lo + self._alloc.nbytes // self.itemsize
         return (self._index >= lo) & (self._index < hi)
 
-    def gather(self):
+    def gather(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The elements of this view (any kind) and which of them are in bounds."""
         if self._index is None:
             return self.host, None
@@ -278,7 +315,7 @@ class NkiTensor(NKIObject):
         index = torch.where(valid, self._index, torch.full_like(self._index, self._origin))
         return self._flat_storage()[index], valid
 
-    def scatter(self, values, mask=None):
+    def scatter(self, values: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """Store ``values`` (this view's shape) into the view's elements where ``mask`` holds."""
         if self._index is None:
             target = self.host
@@ -297,11 +334,11 @@ class NkiTensor(NKIObject):
         """First partition of an on-chip view within its physical memory."""
         return self._alloc.partition0 + (self._offset - self._origin) // self._pitch
 
-    def get_pattern(self):
+    def get_pattern(self) -> list[list[int]]:
         """The view as ``[[stride, count], ...]`` pairs, as accepted by ``ap``."""
         return [[s, c] for s, c in zip(self.strides, self.shape)]
 
-    def is_contiguous(self):
+    def is_contiguous(self) -> bool:
         """True if the view covers its elements in dense row-major order (per partition for
         on-chip tensors)."""
         dims = list(zip(self.shape, self.strides, row_major(self.shape)))
@@ -309,7 +346,7 @@ class NkiTensor(NKIObject):
             dims = dims[1:]
         return all(st == rm for s, st, rm in dims if s > 1)
 
-    def is_indirect(self):
+    def is_indirect(self) -> bool:
         """True for vector-offset (gather/scatter) views; scalar offsets resolve eagerly here."""
         return self._index is not None
 
@@ -397,36 +434,36 @@ class NkiTensor(NKIObject):
             return
         alu.assign(self[key], value)
 
-    def slice(self, dim, start, end, step=1):
+    def slice(self, dim: int, start: int | None, end: int | None, step: int = 1) -> "NkiTensor":
         """View of ``start:end:step`` along ``dim``."""
         key = [slice(None)] * self.ndim
         key[dim] = slice(start, end, step)
         return self[tuple(key)]
 
-    def select(self, dim, index):
+    def select(self, dim: int, index: "SupportsIndex | NkiTensor") -> "NkiTensor":
         """View with ``dim`` fixed at ``index`` (an int, or a 1-element tile / register read at
         run time) and removed."""
         self._keep_partition("select", dim == 0)
         if isinstance(index, NkiTensor) or type(index).__name__ == "VirtualRegister":
             index = _scalar_value(index)
-        key = [slice(None)] * self.ndim
+        key: list[object] = [slice(None)] * self.ndim
         key[dim] = index
         return self[tuple(key)]
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: int | Shape) -> "NkiTensor":
         """View with a new shape over the same elements (no copy)."""
-        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-        shape = tuple(operator.index(s) for s in shape)
-        if -1 not in shape:
-            if math.prod(shape) != self.size:
-                fail(
-                    "reshape",
-                    f"cannot reshape {self.shape} ({self.size} elements) into {shape} "
-                    f"({math.prod(shape)} elements)",
-                )
-        self._keep_partition("reshape", self.buffer.on_chip and shape[0] != self.shape[0])
+        # One argument that is not an int is the shape itself.
+        sizes = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        dims = tuple(operator.index(s) for s in cast("Sequence[SupportsIndex]", sizes))
+        if -1 not in dims and math.prod(dims) != self.size:
+            fail(
+                "reshape",
+                f"cannot reshape {self.shape} ({self.size} elements) into {dims} "
+                f"({math.prod(dims)} elements)",
+            )
+        self._keep_partition("reshape", self.buffer.on_chip and dims[0] != self.shape[0])
         try:
-            return self._derive(self.host.view(shape))
+            return self._derive(self.host.view(dims))
         except RuntimeError:
             fail(
                 "reshape",
@@ -434,36 +471,36 @@ class NkiTensor(NKIObject):
                 "on the reshaped dimensions; copy it first",
             )
 
-    def flatten_dims(self, start, end):
+    def flatten_dims(self, start: int, end: int) -> "NkiTensor":
         """Merge dims ``start..end`` (inclusive) into one."""
         shape = (
             self.shape[:start] + (math.prod(self.shape[start : end + 1]),) + self.shape[end + 1 :]
         )
         return self.reshape(shape)
 
-    def reshape_dim(self, dim, shape):
+    def reshape_dim(self, dim: int, shape: Shape) -> "NkiTensor":
         """Split ``dim`` into ``shape``."""
         return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1 :])
 
-    def permute(self, *dims):
+    def permute(self, *dims: int | Sequence[int]) -> "NkiTensor":
         """View with dims reordered."""
         dims = tuple(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else dims
         self._keep_partition("permute", dims[0] != 0)
         return self._derive(self.host.permute(dims))
 
-    def expand_dim(self, dim):
+    def expand_dim(self, dim: int) -> "NkiTensor":
         """View with a size-1 dim inserted at ``dim``."""
         self._keep_partition("expand_dim", dim == 0)
         return self._derive(self.host.unsqueeze(dim))
 
-    def squeeze_dim(self, dim):
+    def squeeze_dim(self, dim: int) -> "NkiTensor":
         """View with the size-1 dim ``dim`` removed."""
         self._keep_partition("squeeze_dim", dim == 0)
         if self.shape[dim] != 1:
             fail("squeeze_dim", f"dim {dim} has size {self.shape[dim]}, not 1")
         return self._derive(self.host.squeeze(dim))
 
-    def broadcast(self, dim, size):
+    def broadcast(self, dim: int, size: int) -> "NkiTensor":
         """View repeating the size-1 dim ``dim`` ``size`` times (stride 0)."""
         self._keep_partition("broadcast", dim == 0)
         if self.shape[dim] != 1:
@@ -472,7 +509,7 @@ class NkiTensor(NKIObject):
         shape[dim] = size
         return self._derive(self.host.expand(shape))
 
-    def broadcast_to(self, shape):
+    def broadcast_to(self, shape: Shape) -> "NkiTensor":
         """View broadcasting size-1 dims to ``shape``."""
         if legacy is not None:
             found = legacy.broadcast_to(self, shape)
@@ -482,7 +519,7 @@ class NkiTensor(NKIObject):
         self._keep_partition("broadcast_to", shape[0] != self.shape[0])
         return self._derive(self.host.expand(shape))
 
-    def view(self, dtype):
+    def view(self, dtype: DTypeLike) -> "NkiTensor":
         """Reinterpret the bits as ``dtype``; the last dim rescales by the size ratio."""
         dtype = dtypes.normalize(dtype, "view")
         try:
@@ -511,14 +548,14 @@ class NkiTensor(NKIObject):
 
     def ap(
         self,
-        pattern,
-        offset=None,
+        pattern: Sequence[Sequence[int]],
+        offset: SupportsIndex | None = None,
         *,
-        scalar_offset=None,
-        vector_offset=None,
-        indirect_dim=0,
-        dtype=None,
-    ):
+        scalar_offset: "SupportsIndex | NkiTensor | None" = None,
+        vector_offset: "NkiTensor | None" = None,
+        indirect_dim: int = 0,
+        dtype: DTypeLike | None = None,
+    ) -> "NkiTensor":
         """Raw access pattern ``[[stride, count], ...]`` over the allocation's logical layout,
         starting at this view's offset plus ``offset``; ``dtype`` reinterprets the bytes first."""
         require(

@@ -14,15 +14,25 @@ arguments the kernel wrote; the wrapper copies those back in place.
 import ast
 import functools
 import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
+from torch._library.custom_ops import CustomOpDef
 from torch.utils import _pytree as pytree
 
 from . import device_trace
 from .jit import Kernel, Launch
 
 
-def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):
+def nki_op(
+    name: str,
+    fn: Callable[..., Any] | None = None,
+    *,
+    mutates_args: Iterable[str] = (),
+    device_types: str | Sequence[str] | None = None,
+    schema: str | None = None,
+) -> CustomOpDef | Callable[[Callable[..., Any]], CustomOpDef]:
     """Register ``fn`` (annotated ``(x: torch.Tensor, ...) -> torch.Tensor``) as custom op ``name``.
 
     Returns the ``torch.library.CustomOpDef``: call it like ``fn``, and use
@@ -43,7 +53,7 @@ def nki_op(name, fn=None, *, mutates_args=(), device_types=None, schema=None):
     return register if fn is None else register(fn)
 
 
-_KERNELS = {}
+_KERNELS: dict[int, Kernel] = {}
 _IDS = itertools.count()
 
 
@@ -158,7 +168,7 @@ def _invoke(kernel_id, grid, *args, **kwargs):
     return special.rebuild(results[:new_count], tensors)
 
 
-def wrap_nki(kernel):
+def wrap_nki(kernel: Kernel | Launch | Callable[..., Any]) -> NkiCaller:
     """Make ``kernel`` (a ``@nki.jit`` kernel or function) callable from torch and torch.compile."""
     if isinstance(kernel, Launch):
         return NkiCaller(kernel.kernel)[kernel.grid]

@@ -129,6 +129,6 @@ from .._src.objects import NKIObject
 from .._src.tensor import NkiTensor, ds
 
 
-def device_print(print_prefix, tensor):
+def device_print(print_prefix: str, tensor: NkiTensor) -> None:
     """Print ``print_prefix`` followed by the values of ``tensor``."""
     print(print_prefix, tensor.host)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from opinfo_sweep import run_coverage
 
-from torch_neuronx.cli import coverage
+from torch_neuronx.cli import _coverage as coverage
 
 OUTCOMES = ("passed", "fallback", "excluded", "failed", "crashed")
 

@@ -14,7 +14,8 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 import nki
 import torch_neuronx
-from torch_neuronx import config, roofline
+from torch_neuronx import _config as config
+from torch_neuronx import _roofline as roofline
 from torch_neuronx.cli import main
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")

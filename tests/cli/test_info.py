@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from torch_neuronx import config
-from torch_neuronx.platforms import PLATFORMS
+from torch_neuronx import _config as config
+from torch_neuronx._platforms import PLATFORMS
 
 # What the runtime reports in a fresh process: (platform, [(logical core, HBM)]) per core.
 RUNTIME = """

@@ -197,7 +197,7 @@ def test_seed_offset_gives_the_same_program_other_random_numbers(tmp_path):
     import subprocess
     import sys
 
-    from torch_neuronx.cli import runs
+    from torch_neuronx.cli import _runs as runs
 
     program = tmp_path / "draws.py"
     program.write_text("import torch\ntorch.manual_seed(7)\nprint(torch.rand(2).tolist())\n")

@@ -3,7 +3,7 @@ import pathlib
 import pytest
 import torch
 
-from torch_neuronx.neuron import omitted
+from torch_neuronx.neuron import _omitted as omitted
 
 DOCS = pathlib.Path(__file__).parents[2] / "docs" / "device_module.md"
 

@@ -236,7 +236,7 @@ def test_accelerator_capability_follows_the_64bit_policy():
     assert out.stdout.split("\n")[:2] == ["False False True", "refused"], out.stderr
 
 
-@pytest.mark.parametrize("name", sorted(torch.neuron.tensors.TENSOR_TYPES))
+@pytest.mark.parametrize("name", sorted(torch.neuron._tensors.TENSOR_TYPES))
 def test_typed_tensor_classes(name):
     cls = getattr(torch.neuron, name)
     cpu_cls = getattr(torch, name)
@@ -251,7 +251,7 @@ def test_typed_tensor_classes(name):
     assert repr(cls) == f"<class 'torch.neuron.{name}'>"
 
 
-@pytest.mark.parametrize("name", sorted(torch.neuron.tensors.STORAGE_TYPES))
+@pytest.mark.parametrize("name", sorted(torch.neuron._tensors.STORAGE_TYPES))
 def test_typed_storage_classes(name):
     cls = getattr(torch.neuron, name)
     storage = cls(3)

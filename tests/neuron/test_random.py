@@ -125,7 +125,7 @@ def _cpu(seed):
     return torch.Generator().manual_seed(seed)
 
 
-# The random source (torch_neuronx/rng.py): "cpu" makes the cores' default generators the CPU's.
+# The random source (torch_neuronx/_rng.py): "cpu" makes the cores' default generators the CPU's.
 
 
 def _program(device):

@@ -265,7 +265,7 @@ def all_equal_across_ranks(ctx, t):
 def check_dtensor_random_ops(ctx):
     from torch.distributed.tensor import _random
 
-    from torch_neuronx.distributed.rng import NeuronRNGTracker
+    from torch_neuronx.distributed._rng import NeuronRNGTracker
 
     mesh = DeviceMesh("neuron", list(range(ctx.world)))
 

@@ -34,7 +34,7 @@ def device_facts(llm):
     from vllm.platforms import current_platform
 
     import torch_neuronx
-    from torch_neuronx.vllm import kernels
+    from torch_neuronx.vllm import _kernels as kernels
 
     runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
     params = list(runner.model.parameters())

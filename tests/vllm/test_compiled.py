@@ -1,11 +1,11 @@
 """Compiled serving: the model's forward as one neuron graph per bucket of batched tokens
-(torch_neuronx/vllm/graphs.py), against eager serving on the device and stock vLLM-CPU."""
+(torch_neuronx/vllm/_graphs.py), against eager serving on the device and stock vLLM-CPU."""
 
 import pytest
 from vllm_generate import BUCKETS
 from vllm_runs import run_vllm
 
-from torch_neuronx.vllm import graphs
+from torch_neuronx.vllm import _graphs as graphs
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""One test per patch point of torch_neuronx/vllm/patches.py: the unpatched vLLM function still
+"""One test per patch point of torch_neuronx/vllm/_patches.py: the unpatched vLLM function still
 needs the patch (so a vLLM release that fixes it makes the test fail, and the patch can go),
 and the patched one gives the CPU's result on neuron tensors."""
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from vllm import _custom_ops
 
-from torch_neuronx.vllm import VLLM_VERSION, patches
+from torch_neuronx.vllm import VLLM_VERSION
+from torch_neuronx.vllm import _patches as patches
 
 
 def test_the_patches_are_pinned_to_the_installed_vllm():

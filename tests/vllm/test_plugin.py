@@ -4,13 +4,13 @@ import pytest
 import vllm.plugins
 
 import torch_neuronx.vllm
-from torch_neuronx.vllm import platform
+from torch_neuronx.vllm import _platform as platform
 
 
 def test_vllm_finds_the_plugin_through_its_entry_point(monkeypatch):
     monkeypatch.delenv("TORCHNEURON_VLLM", raising=False)
     plugins = vllm.plugins.load_plugins_by_group(vllm.plugins.PLATFORM_PLUGINS_GROUP)
-    assert plugins["neuron"]() == "torch_neuronx.vllm.platform.NeuronPlatform"
+    assert plugins["neuron"]() == "torch_neuronx.vllm._platform.NeuronPlatform"
 
 
 def test_the_off_switch_keeps_the_plugin_out(monkeypatch):

@@ -39,7 +39,7 @@ def save_args(job_name, options):
     """Records the job's options and the settings that shape its code."""
     if not config.preserve_artifacts():
         return
-    from torch_neuronx import config as runtime_config
+    from torch_neuronx import _config as runtime_config
     from torch_neuronx._dynamo.compiler import CODEGEN_VERSION
 
     args = {

@@ -13,7 +13,7 @@ import torch
 from torch._dynamo import config as dynamo_config
 from torch._guards import CompileContext
 
-from torch_neuronx import exclusions
+from torch_neuronx import _exclusions as exclusions
 from torch_neuronx._dynamo import artifacts, compiler, config, device_interface, metrics
 
 # TorchNeuron compiles static shapes only: a new input shape must be a new static graph, not

@@ -27,7 +27,7 @@ from torch._inductor.custom_graph_pass import get_custom_graph_passes
 from torch.fx.node import map_aggregate
 from torch.utils._python_dispatch import _disable_current_modes
 
-from torch_neuronx import op_policy
+from torch_neuronx import _op_policy as op_policy
 from torch_neuronx._dynamo import (
     artifacts,
     cache,

@@ -5,7 +5,7 @@ import os
 import re
 import warnings
 
-from torch_neuronx import config as env
+from torch_neuronx import _config as env
 
 DEFAULT_MODEL_NAME = "model"
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import threading
+from typing import Any
 
 
 @dataclasses.dataclass
@@ -33,7 +34,7 @@ class GraphMetrics:
 
 
 _lock = threading.Lock()
-_graphs = []
+_graphs: list[GraphMetrics] = []
 
 
 def add_graph(graph):
@@ -43,7 +44,7 @@ def add_graph(graph):
     return graph
 
 
-def get_dynamo_metrics():
+def get_dynamo_metrics() -> dict[str, Any]:
     """Everything compiled since the last reset: one entry per Dynamo graph, plus totals."""
     with _lock:
         graphs = [dict(dataclasses.asdict(g), cache_hit=g.cache_hit) for g in _graphs]
@@ -59,7 +60,7 @@ def get_dynamo_metrics():
     }
 
 
-def reset_dynamo_metrics():
+def reset_dynamo_metrics() -> None:
     """Forgets every recorded graph."""
     with _lock:
         _graphs.clear()

@@ -14,7 +14,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="torchneuron", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"torch_neuronx.cli.{name}")
+        module = importlib.import_module(f"torch_neuronx.cli._{name}")
         sub = commands.add_parser(name, help=module.__doc__, description=module.__doc__)
         module.add_arguments(sub)
         sub.set_defaults(run=module.run)

@@ -6,8 +6,8 @@ transport; CPU tensors of the same group go to that gloo transport untouched. A 
 ``init_process_group()`` picks ``neuron`` for neuron tensors, as it picks NCCL on CUDA.
 """
 
-from torch_neuronx.distributed.backend import register
-from torch_neuronx.distributed.launch import bind_local_core
+from torch_neuronx.distributed._backend import register
+from torch_neuronx.distributed._launch import bind_local_core
 
 register()
 

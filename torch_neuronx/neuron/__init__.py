@@ -1,12 +1,12 @@
 """``torch.neuron``: the device module, shaped like ``torch.cuda``.
 
 Every name of ``torch.cuda.__all__`` that means something for a non-CUDA device is here with
-that meaning; the rest are listed, with the way out, in ``omitted.OMITTED`` and
+that meaning; the rest are listed, with the way out, in ``_omitted.OMITTED`` and
 docs/device_module.md."""
 
 from torch_neuronx._dynamo.metrics import get_dynamo_metrics, reset_dynamo_metrics
-from torch_neuronx.neuron import amp, memory, omitted, random, streams
-from torch_neuronx.neuron.device import (
+from torch_neuronx.neuron import _omitted, amp, memory, random, streams
+from torch_neuronx.neuron._device import (
     _is_in_bad_fork,
     _lazy_init,
     can_device_access_peer,
@@ -32,6 +32,7 @@ from torch_neuronx.neuron.device import (
     synchronize,
     utilization,
 )
+from torch_neuronx.neuron._tensors import STORAGE_TYPES, TENSOR_TYPES
 from torch_neuronx.neuron.random import (
     get_rng_state,
     get_rng_state_all,
@@ -53,7 +54,6 @@ from torch_neuronx.neuron.streams import (
     set_stream,
     stream,
 )
-from torch_neuronx.neuron.tensors import STORAGE_TYPES, TENSOR_TYPES
 
 # memory.py's names appear here as it adds them.
 globals().update({name: getattr(memory, name) for name in memory.__all__})
@@ -63,10 +63,10 @@ globals().update(STORAGE_TYPES)
 _default_generators = None
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     global _default_generators
-    if name in omitted.OMITTED:
-        raise omitted.missing(name)
+    if name in _omitted.OMITTED:
+        raise _omitted.missing(name)
     if name == "default_generators":
         # Built on first use: counting the cores would start the runtime at import.
         if _default_generators is None:
@@ -75,7 +75,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
@@ -129,7 +129,7 @@ __all__ = [
     *STORAGE_TYPES,
     *memory.__all__,
 ]
-if "default_generators" not in omitted.OMITTED:
+if "default_generators" not in _omitted.OMITTED:
     __all__.append("default_generators")
 
 # The names TorchNeuron's guides and examples call on ``torch_neuronx`` itself

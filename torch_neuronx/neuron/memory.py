@@ -4,11 +4,13 @@ import contextlib
 import os
 import pickle
 import sys
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import torch
 from torch.types import Device
 
-from torch_neuronx.neuron.device import _index
+from torch_neuronx.neuron._device import _index, device_count, get_device_properties
 
 # What the allocator raises when a core's HBM (or this process's share of it) is full.
 OutOfMemoryError = torch.OutOfMemoryError
@@ -70,11 +72,12 @@ def host_memory_stats() -> dict[str, int]:
     return dict(zip(names, values))
 
 
-def _format_bytes(n):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
+def _format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
+    return f"{n:.2f} GiB"
 
 
 def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
@@ -94,7 +97,7 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     fmt = _format_bytes
     lines = [
         "=" * 79,
-        f" neuron:{idx} memory summary (emulated {torch.neuron.get_device_properties(idx).name})",
+        f" neuron:{idx} memory summary (emulated {get_device_properties(idx).name})",
         "-" * 79,
         f"{'Metric':<26}{'Cur Usage':>13}{'Peak Usage':>13}{'Tot Alloc':>13}{'Tot Freed':>13}",
         "-" * 79,
@@ -114,18 +117,18 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def memory_stats_as_nested_dict(device: Device = None) -> dict:
+def memory_stats_as_nested_dict(device: Device = None) -> dict[str, Any]:
     """memory_stats() nested as CUDA's: ``stats["allocated_bytes"]["all"]["current"]``."""
     return _nest(memory_stats(device))
 
 
-def host_memory_stats_as_nested_dict() -> dict:
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
     """host_memory_stats() nested as CUDA's."""
     return _nest(host_memory_stats())
 
 
-def _nest(flat):
-    nested = {}
+def _nest(flat: dict[str, int]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
     for key, value in flat.items():
         *path, leaf = key.split(".")
         node = nested
@@ -160,7 +163,9 @@ def reset_peak_host_memory_stats() -> None:
     torch.ops.neuron.reset_host_memory_stats(True)
 
 
-def caching_allocator_alloc(size: int, device: Device = None, stream=None) -> int:
+def caching_allocator_alloc(
+    size: int, device: Device = None, stream: torch.Stream | None = None
+) -> int:
     """Allocates ``size`` bytes of a core's memory from the caching allocator; returns the
     address, to free with caching_allocator_delete (``stream`` is accepted for CUDA's
     signature: execution is synchronous)."""
@@ -179,7 +184,7 @@ def caching_allocator_enable(value: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def caching_allocator_disabled():
+def caching_allocator_disabled() -> Iterator[None]:
     """Context manager that turns block caching off while it is active."""
     previous = torch.ops.neuron.caching()
     caching_allocator_enable(False)
@@ -234,13 +239,13 @@ _ENTRY_FIELDS = 7
 
 
 def _record_memory_history(
-    enabled="all",
-    context="all",
-    stacks="all",
+    enabled: Literal["state", "all"] | bool | None = "all",
+    context: Literal["state", "alloc", "all"] | None = "all",
+    stacks: Literal["python", "all"] = "all",
     max_entries: int = sys.maxsize,
     device: Device = None,
     clear_history: bool = False,
-    **unsupported,
+    **unsupported: object,
 ) -> None:
     """Records the allocator's events and the stack traces of allocations, as torch.cuda's.
 
@@ -276,13 +281,13 @@ def _record_memory_history(
     )
 
 
-def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> dict:
+def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
     """The allocator's segments, blocks and recorded history in torch.cuda.memory._snapshot's
     format, which torch.cuda._memory_viz and pytorch.org/memory_viz read."""
     segs, entries, offsets, indices, files, names, lines = torch.ops.neuron.memory_snapshot()
     table = [{"filename": f, "line": n, "name": name} for f, name, n in zip(files, names, lines)]
 
-    def frames(slot):
+    def frames(slot: int) -> list[dict[str, Any]]:
         return [] if slot < 0 else [table[i] for i in indices[offsets[slot] : offsets[slot + 1]]]
 
     segments = []
@@ -312,7 +317,7 @@ def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> di
                 "blocks": [block],
             }
         )
-    traces = [[] for _ in range(torch.neuron.device_count())]
+    traces: list[list[dict[str, Any]]] = [[] for _ in range(device_count())]
     for i in range(0, len(entries), _ENTRY_FIELDS):
         dev, action, addr, size, time_us, free, slot = entries[i : i + _ENTRY_FIELDS]
         entry = {
@@ -336,13 +341,15 @@ def _snapshot(device: Device = None, augment_with_fx_traces: bool = False) -> di
     }
 
 
-def _dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+def _dump_snapshot(
+    filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False
+) -> None:
     """Pickles _snapshot() to ``filename``, for pytorch.org/memory_viz."""
     with open(filename, "wb") as f:
         pickle.dump(_snapshot(), f)
 
 
-def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list:
+def memory_snapshot(mempool_id: object = None, include_traces: bool = True) -> list[dict[str, Any]]:
     """The allocator's segments on every core (torch.cuda.memory_snapshot)."""
     if mempool_id is not None:
         raise ValueError("neuron has one memory pool per core; call memory_snapshot()")

@@ -3,12 +3,12 @@
 import torch
 from torch.types import Device
 
-from torch_neuronx.neuron.device import _index, device_count
+from torch_neuronx.neuron._device import _index, device_count
 
 _UINT64 = 1 << 64
 
 
-def _seed_bits(seed):
+def _seed_bits(seed: int) -> int:
     """The uint64 seed torch would use for `seed`, as the int64 with the same bits."""
     # A CPU generator applies torch's own rule (any int from -2**63 to 2**64 - 1, negative
     # ones wrapped) and raises its own error for the rest.

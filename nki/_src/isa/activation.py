@@ -1,6 +1,7 @@
 """Scalar-engine activation: ``op(data * scale + bias)`` with an optional free-axis sum."""
 
 from .. import alu, checks, runtime
+from ..argtypes import Operand, Operator
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
 from ..tensor import NkiTensor
@@ -11,16 +12,16 @@ from .elementwise import operand_value
 
 
 def activation(
-    dst,
-    op,
-    data,
-    bias=None,
-    scale=1.0,
-    reduce_op=None,
-    reduce_res=None,
-    reduce_cmd=Cmd.idle,
-    name=None,
-):
+    dst: NkiTensor,
+    op: Operator,
+    data: NkiTensor,
+    bias: Operand | None = None,
+    scale: Operand = 1.0,
+    reduce_op: Operator | None = None,
+    reduce_res: NkiTensor | None = None,
+    reduce_cmd: Cmd = Cmd.idle,
+    name: str | None = None,
+) -> None:
     """Apply an activation function; optionally add-reduce the result along the free axes.
 
     With ``reduce_res`` given and ``reduce_cmd`` left at ``idle`` the instruction behaves like
@@ -61,7 +62,16 @@ def activation(
     issue(where, "scalar", dsts, [data], reads=(bias, scale))
 
 
-def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+def activation_reduce(
+    dst: NkiTensor,
+    op: Operator,
+    data: NkiTensor,
+    reduce_op: Operator,
+    reduce_res: NkiTensor,
+    bias: Operand | None = None,
+    scale: Operand = 1.0,
+    name: str | None = None,
+) -> None:
     """``activation`` plus a free-axis reduction of the result into ``reduce_res``."""
     activation(
         dst,

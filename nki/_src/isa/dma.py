@@ -1,12 +1,16 @@
 """DMA instructions: copies between HBM and SBUF (no PSUM), with casts via fp32."""
 
+from collections.abc import Sequence
+
 import torch
 
 from .. import alu, buffers, checks, dtypes
+from ..argtypes import Operator
 from ..enums import dge_mode as Dge
 from ..enums import engine as E
 from ..enums import oob_mode as Oob
 from ..errors import fail, require
+from ..tensor import NkiTensor
 from ..tiles import write
 from ..trace import contiguous_run, issue
 
@@ -42,8 +46,14 @@ def _mode(where, enum, value):
 
 
 def dma_copy(
-    dst, src, priority=None, oob_mode=Oob.error, dge_mode=Dge.unknown, engine=E.unknown, name=None
-):
+    dst: NkiTensor,
+    src: NkiTensor,
+    priority: int | None = None,
+    oob_mode: Oob = Oob.error,
+    dge_mode: Dge = Dge.unknown,
+    engine: E = E.unknown,
+    name: str | None = None,
+) -> None:
     """``dst = src`` element by element in row-major order (element counts must match)."""
     where = "dma_copy"
     _endpoint(where, "dst", dst)
@@ -88,8 +98,14 @@ _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
 def dma_transpose(
-    dst, src, axes=None, priority=None, dge_mode=Dge.unknown, oob_mode=Oob.error, name=None
-):
+    dst: NkiTensor,
+    src: NkiTensor,
+    axes: Sequence[int] | None = None,
+    priority: int | None = None,
+    dge_mode: Dge = Dge.unknown,
+    oob_mode: Oob = Oob.error,
+    name: str | None = None,
+) -> None:
     """Transpose ``src`` (HBM or SBUF; a ``vector_offset`` view gathers its rows) into an SBUF
     ``dst`` with the DMA engines."""
     where = "dma_transpose"
@@ -130,8 +146,14 @@ MAX_COMPUTE_SOURCES = 16
 
 
 def dma_compute(
-    dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=Oob.error, name=None
-):
+    dst: NkiTensor,
+    srcs: Sequence[NkiTensor],
+    reduce_op: Operator,
+    scales: Sequence[float] | None = None,
+    unique_indices: bool = True,
+    oob_mode: Oob = Oob.error,
+    name: str | None = None,
+) -> None:
     """``dst = srcs[0] + srcs[1] + ...`` computed in fp32 by the DMA engines; with a
     ``vector_offset`` operand, a read-modify-write scatter (dst in HBM) or gather (dst in SBUF)."""
     where = "dma_compute"

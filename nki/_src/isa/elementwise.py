@@ -3,6 +3,7 @@
 import torch
 
 from .. import alu, buffers, checks, dtypes, runtime
+from ..argtypes import Operand, Operator
 from ..enums import engine as E
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
@@ -34,7 +35,9 @@ def apply(op, data, value, reverse):
     return op.binary(value, data) if reverse else op.binary(data, value)
 
 
-def tensor_copy(dst, src, engine=E.unknown, name=None):
+def tensor_copy(
+    dst: NkiTensor, src: NkiTensor, engine: E = E.unknown, name: str | None = None
+) -> None:
     """Copy ``src`` into ``dst`` on chip (PSUM eviction, casts)."""
     op = "tensor_copy"
     checks.on_chip(op, "dst", dst)
@@ -47,7 +50,7 @@ def tensor_copy(dst, src, engine=E.unknown, name=None):
     issue(op, engine_name(eng, "vector"), [dst], [src])
 
 
-def memset(dst, value, engine=E.unknown, name=None):
+def memset(dst: NkiTensor, value: float, engine: E = E.unknown, name: str | None = None) -> None:
     """Fill ``dst`` with the compile-time constant ``value``."""
     op = "memset"
     checks.on_chip(op, "dst", dst)
@@ -59,7 +62,14 @@ def memset(dst, value, engine=E.unknown, name=None):
     issue(op, engine_name(eng, "vector"), [dst], [], free=dst.free_size)
 
 
-def tensor_tensor(dst, data1, data2, op, engine=E.unknown, name=None):
+def tensor_tensor(
+    dst: NkiTensor,
+    data1: NkiTensor,
+    data2: NkiTensor,
+    op: Operator,
+    engine: E = E.unknown,
+    name: str | None = None,
+) -> None:
     """``dst = data1 <op> data2`` elementwise (same partitions and elements per partition)."""
     where = "tensor_tensor"
     for label, t in (("dst", dst), ("data1", data1), ("data2", data2)):
@@ -85,17 +95,17 @@ def tensor_tensor(dst, data1, data2, op, engine=E.unknown, name=None):
 
 
 def tensor_scalar(
-    dst,
-    data,
-    op0,
-    operand0,
-    reverse0=False,
-    op1=None,
-    operand1=None,
-    reverse1=False,
-    engine=E.unknown,
-    name=None,
-):
+    dst: NkiTensor,
+    data: NkiTensor,
+    op0: Operator,
+    operand0: Operand,
+    reverse0: bool = False,
+    op1: Operator | None = None,
+    operand1: Operand | None = None,
+    reverse1: bool = False,
+    engine: E = E.unknown,
+    name: str | None = None,
+) -> None:
     """``(data <op0> operand0) <op1> operand1`` with scalar or per-partition operands."""
     where = "tensor_scalar"
     checks.on_chip(where, "dst", dst)
@@ -104,7 +114,9 @@ def tensor_scalar(
     eng = checks.engine(where, engine, E.vector, E.scalar, E.gpsimd)
     checks.gpsimd_no_psum(where, eng, dst, data)
     parts = data.shape[0]
-    steps = [(op0, operand0, reverse0, "op0", "operand0")]
+    steps: list[tuple[Operator, Operand | None, bool, str, str]] = [
+        (op0, operand0, reverse0, "op0", "operand0")
+    ]
     if op1 is not None:
         steps.append((op1, operand1, reverse1, "op1", "operand1"))
     else:
@@ -126,8 +138,16 @@ def tensor_scalar(
 
 
 def scalar_tensor_tensor(
-    dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None
-):
+    dst: NkiTensor,
+    data: NkiTensor,
+    op0: Operator,
+    operand0: Operand,
+    op1: Operator,
+    operand1: NkiTensor,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: str | None = None,
+) -> None:
     """``(data <op0> operand0) <op1> operand1``: operand0 per partition, operand1 a full tile."""
     where = "scalar_tensor_tensor"
     parts = checks.tile_pair(
@@ -141,7 +161,7 @@ def scalar_tensor_tensor(
     issue(where, "vector", [dst], [data, operand1], reads=(operand0,))
 
 
-def reciprocal(dst, data, name=None):
+def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     """``dst = 1 / data`` elementwise."""
     where = "reciprocal"
     checks.on_chip(where, "dst", dst)
@@ -151,7 +171,13 @@ def reciprocal(dst, data, name=None):
     issue(where, "vector", [dst], [data])
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+def tensor_copy_predicated(
+    dst: NkiTensor,
+    src: Operand,
+    predicate: NkiTensor,
+    reverse_pred: bool = False,
+    name: str | None = None,
+) -> None:
     """Copy ``src`` into ``dst`` where ``predicate`` is non-zero (inverted by ``reverse_pred``)."""
     where = "tensor_copy_predicated"
     checks.on_chip(where, "dst", dst)
@@ -175,8 +201,14 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
 
 
 def exponential(
-    dst, src, max_value=0.0, reduce_res=None, reduce_cmd=Cmd.idle, reduce_init=0.0, name=None
-):
+    dst: NkiTensor,
+    src: NkiTensor,
+    max_value: Operand = 0.0,
+    reduce_res: NkiTensor | None = None,
+    reduce_cmd: Cmd = Cmd.idle,
+    reduce_init: float = 0.0,
+    name: str | None = None,
+) -> None:
     """``dst = exp(src - max_value)`` on the Vector engine, optionally summing (NeuronCore-v4)."""
     where = "exponential"
     ctx = runtime.current()

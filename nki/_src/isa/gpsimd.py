@@ -2,11 +2,14 @@
 sequence_bounds (the extent of each segment of equal ids)."""
 
 import math
+from collections.abc import Sequence
 
 import torch
 
 from .. import alu, buffers, checks, dtypes
+from ..argtypes import Operator
 from ..errors import require
+from ..tensor import NkiTensor
 from ..tiles import as_float32, read_pf, write
 from ..trace import issue
 
@@ -32,7 +35,13 @@ def affine_values(where, dst, pattern, offset, channel_multiplier):
     return int(offset) + parts + free.reshape(1, -1)
 
 
-def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+def iota(
+    dst: NkiTensor,
+    pattern: Sequence[Sequence[int]],
+    offset: int = 0,
+    channel_multiplier: int = 0,
+    name: str | None = None,
+) -> None:
     """Fill ``dst`` with the affine pattern (computed in int32, cast to dst's dtype)."""
     where = "iota"
     checks.on_chip(where, "dst", dst, buffers.sbuf)
@@ -41,15 +50,15 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
 
 
 def affine_select(
-    dst,
-    pattern,
-    channel_multiplier,
-    on_true_tile,
-    on_false_value,
-    cmp_op=alu.equal,
-    offset=0,
-    name=None,
-):
+    dst: NkiTensor,
+    pattern: Sequence[Sequence[int]],
+    channel_multiplier: int,
+    on_true_tile: NkiTensor,
+    on_false_value: float,
+    cmp_op: Operator = alu.equal,
+    offset: int = 0,
+    name: str | None = None,
+) -> None:
     """``dst = on_true_tile`` where ``cmp_op(affine value, 0)`` holds, else ``on_false_value``."""
     where = "affine_select"
     checks.on_chip(where, "dst", dst, buffers.sbuf)
@@ -62,7 +71,7 @@ def affine_select(
     issue(where, "gpsimd", [dst], [on_true_tile])
 
 
-def sequence_bounds(dst, segment_ids, name=None):
+def sequence_bounds(dst: NkiTensor, segment_ids: NkiTensor, name: str | None = None) -> None:
     """``[start, end)`` of the run of equal segment ids around each element (id 0 is padding:
     start n, end -1), as ``dst[:, 0, :]`` and ``dst[:, 1, :]`` (GpSimd)."""
     where = "sequence_bounds"

@@ -1,11 +1,14 @@
 """Tensor-engine instructions: nc_matmul (PSUM accumulation) and nc_transpose."""
 
+from collections.abc import Sequence
+
 import torch
 
 from .. import buffers, checks, dtypes, runtime
 from ..enums import engine as E
 from ..enums import matmul_perf_mode
 from ..errors import fail, require
+from ..tensor import NkiTensor
 from ..tiles import read, write
 from ..trace import issue, psum_written
 
@@ -161,18 +164,18 @@ def accumulate_into(where, dst, result, accumulate):
 
 
 def nc_matmul(
-    dst,
-    stationary,
-    moving,
-    is_stationary_onezero=False,
-    is_moving_onezero=False,
-    is_transpose=False,
-    accumulate=None,
-    tile_position=(),
-    tile_size=(),
-    perf_mode=matmul_perf_mode.none,
-    name=None,
-):
+    dst: NkiTensor,
+    stationary: NkiTensor,
+    moving: NkiTensor,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    accumulate: bool | None = None,
+    tile_position: Sequence[int] = (),
+    tile_size: Sequence[int] = (),
+    perf_mode: matmul_perf_mode = matmul_perf_mode.none,
+    name: str | None = None,
+) -> None:
     """``dst (+)= stationary.T @ moving``: contraction over partitions, fp32 accumulation."""
     where = "nc_matmul"
     target = runtime.current().target
@@ -207,7 +210,9 @@ def nc_matmul(
     )
 
 
-def nc_transpose(dst, data, engine=E.unknown, name=None):
+def nc_transpose(
+    dst: NkiTensor, data: NkiTensor, engine: E = E.unknown, name: str | None = None
+) -> None:
     """2-D transpose of partition and (flattened) free axes, on the Tensor or Vector engine."""
     where = "nc_transpose"
     checks.tensor(where, "dst", dst)

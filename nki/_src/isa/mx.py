@@ -7,10 +7,13 @@ scale rows and a scale view may start at offset 0, 4, 8 or 12 of a quadrant to p
 scales of several tensors into one tile.
 """
 
+from collections.abc import Sequence
+
 import torch
 
 from .. import buffers, checks, dtypes, runtime
 from ..errors import fail, require
+from ..tensor import NkiTensor
 from ..tiles import read_pf
 from ..trace import issue
 from .matmul import _tiling, accumulate_into
@@ -109,7 +112,9 @@ def _dequantized(data, scale):
     return values * factors.unsqueeze(-1)
 
 
-def quantize_mx(dst, src, dst_scale, name=None):
+def quantize_mx(
+    dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str | None = None
+) -> None:
     """Quantize fp16/bf16 ``src`` ``[P, 4F]`` to MXFP8 words ``dst`` ``[P, F]`` and group scales.
 
     Each group's scale is ``2**(floor(log2(max|v|)) - (E_max - 1))`` (E_max = 8 for e4m3fn,
@@ -159,16 +164,16 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 
 def nc_matmul_mx(
-    dst,
-    stationary,
-    moving,
-    stationary_scale,
-    moving_scale,
-    tile_position=None,
-    tile_size=None,
-    accumulate=None,
-    name=None,
-):
+    dst: NkiTensor,
+    stationary: NkiTensor,
+    moving: NkiTensor,
+    stationary_scale: NkiTensor,
+    moving_scale: NkiTensor,
+    tile_position: Sequence[int] | None = None,
+    tile_size: Sequence[int] | None = None,
+    accumulate: bool | None = None,
+    name: str | None = None,
+) -> None:
     """``dst (+)= dequant(stationary).T @ dequant(moving)`` over partitions and the 4 values of
     each x4 word (K = 4 x partitions), dequantizing with the group scales; fp32 accumulation."""
     where = "nc_matmul_mx"

@@ -3,12 +3,14 @@
 import torch
 
 from .. import checks
+from ..argtypes import Operand
+from ..tensor import NkiTensor
 from ..tiles import read_pf, write
 from ..trace import issue
 from .elementwise import operand_value
 
 
-def dropout(dst, data, prob, name=None):
+def dropout(dst: NkiTensor, data: NkiTensor, prob: Operand, name: str | None = None) -> None:
     """Zero each element of ``data`` with probability ``prob`` (a scalar or per partition)."""
     where = "dropout"
     checks.on_chip(where, "dst", dst)

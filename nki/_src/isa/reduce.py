@@ -1,10 +1,12 @@
 """Reductions: along free axes (Vector engine) and across partitions (GpSimd)."""
 
 import operator
+from collections.abc import Sequence
 
 import torch
 
 from .. import alu, buffers, checks, runtime
+from ..argtypes import Operand, Operator
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
 from ..tensor import NkiTensor
@@ -29,7 +31,15 @@ def free_axes(where, t, axis):
     return axes
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+def tensor_reduce(
+    dst: NkiTensor,
+    op: Operator,
+    data: NkiTensor,
+    axis: int | Sequence[int],
+    negate: bool = False,
+    keepdims: bool = False,
+    name: str | None = None,
+) -> None:
     """Reduce ``data`` along its trailing free ``axis`` into ``dst``."""
     where = "tensor_reduce"
     checks.on_chip(where, "dst", dst)
@@ -50,7 +60,9 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     issue(where, "vector", [dst], [data], free=data.free_size)
 
 
-def tensor_partition_reduce(dst, op, data, name=None):
+def tensor_partition_reduce(
+    dst: NkiTensor, op: Operator, data: NkiTensor, name: str | None = None
+) -> None:
     """Reduce ``data`` across its partitions into a single-partition ``dst`` (GpSimd)."""
     where = "tensor_partition_reduce"
     checks.on_chip(where, "dst", dst, buffers.sbuf)
@@ -64,18 +76,18 @@ def tensor_partition_reduce(dst, op, data, name=None):
 
 
 def tensor_scalar_reduce(
-    dst,
-    data,
-    op0,
-    operand0,
-    reduce_op,
-    reduce_res=None,
-    reverse0=False,
-    reduce_cmd=Cmd.reset_reduce,
-    reduce_init=None,
-    reduce_res_negate=False,
-    name=None,
-):
+    dst: NkiTensor,
+    data: NkiTensor,
+    op0: Operator,
+    operand0: Operand,
+    reduce_op: Operator,
+    reduce_res: NkiTensor | None = None,
+    reverse0: bool = False,
+    reduce_cmd: Cmd = Cmd.reset_reduce,
+    reduce_init: float | None = None,
+    reduce_res_negate: bool = False,
+    name: str | None = None,
+) -> None:
     """``dst = data <op0> operand0`` (or ``op0(data)`` for a unary operator such as ``nl.abs``),
     reduced along the free axes into the Vector accumulators and, if given, ``reduce_res``."""
     where = "tensor_scalar_reduce"
@@ -117,7 +129,7 @@ def tensor_scalar_reduce(
     issue(where, "vector", dsts, [data], reads=(operand0,))
 
 
-def max8(dst, src, name=None):
+def max8(dst: NkiTensor, src: NkiTensor, name: str | None = None) -> None:
     """The 8 largest values of each partition, in descending order."""
     where = "max8"
     checks.on_chip(where, "dst", dst)

@@ -4,8 +4,10 @@ tensor_scalar_cumulative (a running reduction in the Vector engine's accumulator
 import torch
 
 from .. import alu, checks, dtypes, runtime
+from ..argtypes import Operand, Operator
 from ..enums import reduce_cmd as Cmd
 from ..errors import fail, require
+from ..tensor import NkiTensor
 from ..tiles import read_pf, write
 from ..trace import issue
 from .elementwise import apply, operand_value
@@ -29,8 +31,16 @@ def _affine(op, data, first, reverse, where, label):
 
 
 def tensor_tensor_scan(
-    dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None
-):
+    dst: NkiTensor,
+    data0: NkiTensor,
+    data1: NkiTensor,
+    initial: Operand,
+    op0: Operator,
+    op1: Operator,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: str | None = None,
+) -> None:
     """``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` along the free axis, starting at initial."""
     where = "tensor_tensor_scan"
     parts = checks.tile_pair(where, dst, ("data0", data0), ("data1", data1), ("initial", initial))
@@ -73,8 +83,15 @@ def _scan(op, x, start):
 
 
 def tensor_scalar_cumulative(
-    dst, src, op0, op1, imm0, imm1=None, reduce_cmd=Cmd.reset_reduce, name=None
-):
+    dst: NkiTensor,
+    src: NkiTensor,
+    op0: Operator,
+    op1: Operator,
+    imm0: Operand,
+    imm1: Operand | None = None,
+    reduce_cmd: Cmd = Cmd.reset_reduce,
+    name: str | None = None,
+) -> None:
     """``reg = op1(op0(src[i], imm0), reg)``, ``dst[i] = reg`` along the free axis (Vector)."""
     where = "tensor_scalar_cumulative"
     checks.on_chip(where, "dst", dst)

@@ -7,6 +7,7 @@ import torch
 
 from .. import buffers, checks, dtypes, runtime
 from ..errors import require
+from ..tensor import NkiTensor
 from ..tiles import read_pf, rows, write
 from ..trace import issue
 
@@ -42,7 +43,9 @@ def _positions(matches):
     return torch.where(found, first, torch.full_like(first, -1))
 
 
-def nc_find_index8(dst, data, vals, name=None):
+def nc_find_index8(
+    dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: str | None = None
+) -> None:
     """Index of the first occurrence of each of the 8 ``vals`` in each partition of ``data``;
     a value repeated in ``vals`` takes successive occurrences; missing values give all ones."""
     where = "nc_find_index8"
@@ -64,7 +67,14 @@ def nc_find_index8(dst, data, vals, name=None):
     issue(where, "vector", [dst], [data], reads=(vals,))
 
 
-def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+def nc_match_replace8(
+    dst: NkiTensor,
+    data: NkiTensor,
+    vals: NkiTensor,
+    imm: float,
+    dst_idx: NkiTensor | None = None,
+    name: str | None = None,
+) -> None:
     """Replace the first occurrence of each of the 8 ``vals`` in ``data`` with ``imm`` (vals
     processed from last to first, each taking the first not yet matched occurrence)."""
     where = "nc_match_replace8"
@@ -96,7 +106,13 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     issue(where, "vector", dsts, [data], reads=(vals,))
 
 
-def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+def nonzero_with_count(
+    dst: NkiTensor,
+    src: NkiTensor,
+    index_offset: int = 0,
+    padding_val: int = -1,
+    name: str | None = None,
+) -> None:
     """On partitions 0, 16, ..., 112 (each GpSimd core's first): the indices of ``src``'s
     nonzero elements plus ``index_offset``, then ``padding_val``, then the count."""
     where = "nonzero_with_count"

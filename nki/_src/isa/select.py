@@ -1,9 +1,12 @@
 """Selections with a running max in the Vector accumulators (range_select, select_reduce) and the
 GpSimd gathers: nc_n_gather (within each partition) and local_gather (per 16-partition core)."""
 
+from typing import SupportsInt
+
 import torch
 
 from .. import alu, buffers, checks, dtypes, runtime
+from ..argtypes import Operand, Operator
 from ..enums import reduce_cmd as Cmd
 from ..errors import require
 from ..tensor import NkiTensor
@@ -40,19 +43,19 @@ def _max_reduce(where, values, reduce_op, reduce_cmd, reduce_res, parts):
 
 
 def range_select(
-    dst,
-    on_true_tile,
-    comp_op0,
-    comp_op1,
-    bound0,
-    bound1,
-    reduce_cmd=Cmd.reset_reduce,
-    reduce_res=None,
-    reduce_op=alu.maximum,
-    range_start=0,
-    on_false_value=FP32_MIN,
-    name=None,
-):
+    dst: NkiTensor,
+    on_true_tile: NkiTensor,
+    comp_op0: Operator,
+    comp_op1: Operator,
+    bound0: Operand,
+    bound1: Operand,
+    reduce_cmd: Cmd = Cmd.reset_reduce,
+    reduce_res: NkiTensor | None = None,
+    reduce_op: Operator = alu.maximum,
+    range_start: float = 0,
+    on_false_value: float = FP32_MIN,
+    name: str | None = None,
+) -> None:
     """Keep element ``i`` of each partition where ``comp_op0(range_start + i, bound0)`` and
     ``comp_op1(range_start + i, bound1)`` hold (else ``on_false_value``); max-reduce the result."""
     where = "range_select"
@@ -106,16 +109,16 @@ def range_select(
 
 
 def select_reduce(
-    dst,
-    predicate,
-    on_true,
-    on_false,
-    reduce_res=None,
-    reduce_cmd=Cmd.idle,
-    reduce_op=alu.maximum,
-    reverse_pred=False,
-    name=None,
-):
+    dst: NkiTensor,
+    predicate: NkiTensor,
+    on_true: NkiTensor,
+    on_false: Operand,
+    reduce_res: NkiTensor | None = None,
+    reduce_cmd: Cmd = Cmd.idle,
+    reduce_op: Operator = alu.maximum,
+    reverse_pred: bool = False,
+    name: str | None = None,
+) -> None:
     """``dst = where(predicate, on_true, on_false)`` with an optional running max per partition."""
     where = "select_reduce"
     for label, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true)):
@@ -144,7 +147,9 @@ def select_reduce(
     issue(where, "vector", [dst] + extra, [predicate, on_true], reads=(on_false,))
 
 
-def nc_n_gather(dst, data, indices, name=None):
+def nc_n_gather(
+    dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: str | None = None
+) -> None:
     """``dst[p, j] = data[p].flatten()[indices[p, j]]`` within each partition (GpSimd)."""
     where = "nc_n_gather"
     for label, t in (("dst", dst), ("data", data), ("indices", indices)):
@@ -166,7 +171,14 @@ def nc_n_gather(dst, data, indices, name=None):
     issue(where, "gpsimd", [dst], [data, indices])
 
 
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+def local_gather(
+    dst: NkiTensor,
+    src_buffer: NkiTensor,
+    index: NkiTensor,
+    num_elem_per_idx: int = 1,
+    num_valid_indices: SupportsInt | None = None,
+    name: str | None = None,
+) -> None:
     """Each GpSimd core gathers, into each of its 16 partitions, ``num_elem_per_idx`` contiguous
     elements of that partition at every offset of its 16-partition ``index`` slice (read
     partition-first, the first ``num_valid_indices`` offsets)."""

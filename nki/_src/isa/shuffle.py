@@ -2,9 +2,11 @@
 
 import math
 import operator
+from collections.abc import Sequence
 
 from .. import checks
 from ..errors import require
+from ..tensor import NkiTensor
 from ..tiles import rows
 from ..trace import issue
 
@@ -13,7 +15,9 @@ KEEP = 255
 _STARTS = {1: (0, 32, 64, 96), 2: (0, 64), 3: (0,), 4: (0,)}
 
 
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+def nc_stream_shuffle(
+    dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int], name: str | None = None
+) -> None:
     """In every quadrant, partition ``i`` of ``dst`` takes partition ``shuffle_mask[i]`` of
     ``src`` (``255`` leaves it unmodified); the same 32-entry mask serves each quadrant."""
     where = "nc_stream_shuffle"

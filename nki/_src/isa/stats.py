@@ -4,6 +4,7 @@ import torch
 
 from .. import checks
 from ..errors import require
+from ..tensor import NkiTensor
 from ..tiles import read_pf, write
 from ..trace import issue
 
@@ -20,7 +21,7 @@ def _moments(x):
     return count, mean, ((x - mean[:, None]) ** 2).sum(1)
 
 
-def bn_stats(dst, data, name=None):
+def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     """Six statistics per partition: (count, mean, var*count) of the even and the odd elements."""
     where = "bn_stats"
     checks.on_chip(where, "dst", dst)
@@ -39,7 +40,7 @@ def bn_stats(dst, data, name=None):
     issue(where, "vector", [dst], [data])
 
 
-def bn_aggr(dst, data, name=None):
+def bn_aggr(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     """Combine bn_stats (count, mean, var*count) triples into (mean, variance) per partition."""
     where = "bn_aggr"
     checks.on_chip(where, "dst", dst)

@@ -6,11 +6,13 @@ launch's World (see ``spmd``), so a peer that never arrives is reported as a dea
 """
 
 import operator
+from collections.abc import Sequence
 
 from .. import buffers, checks, runtime
 from ..enums import dma_engine as DmaEngine
 from ..enums import engine as E
 from ..errors import require
+from ..tensor import NkiTensor
 from ..tiles import write
 from ..trace import contiguous_run, issue
 
@@ -36,7 +38,9 @@ def _core(where):
     return ctx, ctx.program_index[0]
 
 
-def core_barrier(data, cores, engine=E.gpsimd, name=None):
+def core_barrier(
+    data: NkiTensor, cores: Sequence[int], engine: E = E.gpsimd, name: str | None = None
+) -> None:
     """Wait until every core in ``cores`` (only ``(0, 1)``) reaches its matching barrier."""
     where = "core_barrier"
     ctx, core = _core(where)
@@ -61,7 +65,15 @@ def core_barrier(data, cores, engine=E.gpsimd, name=None):
     issue(where, engine.name if engine is not E.unknown else "gpsimd", [], [data], free=1)
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=DmaEngine.dma, name=None):
+def sendrecv(
+    src: NkiTensor,
+    dst: NkiTensor,
+    send_to_rank: int,
+    recv_from_rank: int,
+    pipe_id: int,
+    dma_engine: DmaEngine = DmaEngine.dma,
+    name: str | None = None,
+) -> None:
     """Send ``src`` to core ``send_to_rank``'s ``dst`` while receiving core ``recv_from_rank``'s
     ``src`` into this core's ``dst``; operations sharing a ``pipe_id`` complete together."""
     where = "sendrecv"

@@ -4,8 +4,11 @@ import os
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from .. import buffers, checks, dtypes
+from ..argtypes import DTypeLike, Shape
+from ..buffers import Buffer
 from ..errors import fail
 from ..isa.elementwise import memset
 from ..tensor import NkiTensor
@@ -13,14 +16,26 @@ from ..tiles import fill
 from ..trace import issue, mark_written
 
 
-def ndarray(shape, dtype, buffer=None, name="", address=None):
+def ndarray(
+    shape: int | Shape,
+    dtype: DTypeLike,
+    buffer: Buffer | None = None,
+    name: str = "",
+    address: tuple[int, int] | None = None,
+) -> NkiTensor:
     """A new uninitialized tensor (filled with NaN / 4 so stray reads show up); ``address``
     ``(partition, byte)`` places an SBUF/PSUM tile in the physical memory instead."""
     buffer = buffers.sbuf if buffer is None else buffer
     return NkiTensor.allocate(shape, dtype, buffer, name, address=address)
 
 
-def full(shape, fill_value, dtype, buffer=None, name=""):
+def full(
+    shape: int | Shape,
+    fill_value: float,
+    dtype: DTypeLike,
+    buffer: Buffer | None = None,
+    name: str = "",
+) -> NkiTensor:
     """A new tensor filled with ``fill_value``."""
     t = ndarray(shape, dtype, buffer, name)
     if t.buffer.on_chip:
@@ -31,37 +46,52 @@ def full(shape, fill_value, dtype, buffer=None, name=""):
     return t
 
 
-def zeros(shape, dtype, buffer=None, name=""):
+def zeros(
+    shape: int | Shape, dtype: DTypeLike, buffer: Buffer | None = None, name: str = ""
+) -> NkiTensor:
     """A new tensor filled with zeros."""
     return full(shape, 0, dtype, buffer, name)
 
 
-def ones(shape, dtype, buffer=None, name=""):
+def ones(
+    shape: int | Shape, dtype: DTypeLike, buffer: Buffer | None = None, name: str = ""
+) -> NkiTensor:
     """A new tensor filled with ones."""
     return full(shape, 1, dtype, buffer, name)
 
 
-def _like(a, dtype, buffer):
+def _like(a: NkiTensor, dtype: DTypeLike | None, buffer: Buffer | None) -> tuple[DTypeLike, Buffer]:
     """dtype and buffer of a ``*_like`` result: the given ones, else those of ``a``."""
     return (a.dtype if dtype is None else dtype), (a.buffer if buffer is None else buffer)
 
 
-def empty_like(a, dtype=None, buffer=None, name=""):
+def empty_like(
+    a: NkiTensor, dtype: DTypeLike | None = None, buffer: Buffer | None = None, name: str = ""
+) -> NkiTensor:
     """A new uninitialized tensor shaped like ``a``."""
     return ndarray(a.shape, *_like(a, dtype, buffer), name)
 
 
-def zeros_like(a, dtype=None, buffer=None, name=""):
+def zeros_like(
+    a: NkiTensor, dtype: DTypeLike | None = None, buffer: Buffer | None = None, name: str = ""
+) -> NkiTensor:
     """A new zero-filled tensor shaped like ``a``."""
     return zeros(a.shape, *_like(a, dtype, buffer), name)
 
 
-def ones_like(a, dtype=None, buffer=None, name=""):
+def ones_like(
+    a: NkiTensor, dtype: DTypeLike | None = None, buffer: Buffer | None = None, name: str = ""
+) -> NkiTensor:
     """A new one-filled tensor shaped like ``a``."""
     return ones(a.shape, *_like(a, dtype, buffer), name)
 
 
-def rand(shape, dtype=dtypes.float32, buffer=None, name=""):
+def rand(
+    shape: int | Shape,
+    dtype: DTypeLike = dtypes.float32,
+    buffer: Buffer | None = None,
+    name: str = "",
+) -> NkiTensor:
     """A new tensor of uniform random values in [0, 1)."""
     t = ndarray(shape, dtype, buffer, name)
     t.host.copy_(torch.rand(t.shape))
@@ -69,7 +99,9 @@ def rand(shape, dtype=dtypes.float32, buffer=None, name=""):
     return t
 
 
-def shared_constant(constant, dtype=None):
+def shared_constant(
+    constant: ArrayLike | str | os.PathLike[str], dtype: DTypeLike | None = None
+) -> NkiTensor:
     """A shared-HBM tensor holding compile-time constant data (an array or a ``.npy`` path)."""
     from .. import interop
 
@@ -84,7 +116,9 @@ def shared_constant(constant, dtype=None):
     return t
 
 
-def shared_identity_matrix(n, dtype=dtypes.uint8, dst=None):
+def shared_identity_matrix(
+    n: int, dtype: DTypeLike = dtypes.uint8, dst: NkiTensor | None = None
+) -> NkiTensor:
     """An ``n x n`` identity matrix in SBUF (written into ``dst`` when given)."""
     if dst is None:
         dst = ndarray((n, n), dtype, buffers.sbuf)

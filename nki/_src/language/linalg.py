@@ -1,6 +1,7 @@
 """nl.matmul and nl.transpose, lowered onto nc_transpose / nc_matmul."""
 
 from .. import buffers, checks
+from ..argtypes import DTypeLike
 from ..enums import engine
 from ..errors import require
 from ..isa.elementwise import tensor_copy
@@ -9,7 +10,7 @@ from ..tensor import NkiTensor
 from .memory import to_sbuf
 
 
-def transpose(x, dtype=None):
+def transpose(x: NkiTensor, dtype: DTypeLike | None = None) -> NkiTensor:
     """Swap the partition and free axes of a 2-D tile on the Tensor engine; returns a PSUM tile."""
     checks.on_chip("nl.transpose", "x", x)
     require(x.ndim == 2, "nl.transpose", f"x must be 2-D, is {x.ndim}-D")
@@ -22,7 +23,7 @@ def transpose(x, dtype=None):
     return cast
 
 
-def matmul(x, y, transpose_x=False):
+def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     """``x @ y`` into a new fp32 PSUM tile; ``transpose_x=True`` means x is given as [K, M]."""
     checks.on_chip("nl.matmul", "x", x)
     checks.on_chip("nl.matmul", "y", y)

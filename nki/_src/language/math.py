@@ -5,6 +5,7 @@ import numbers
 import torch
 
 from .. import alu, buffers, checks, dtypes
+from ..argtypes import DTypeLike, Operand
 from ..errors import fail, require
 from ..tensor import NkiTensor
 from ..tiles import read, write
@@ -82,7 +83,7 @@ def _reduce(op, x, axis, dtype=None, keepdims=False, *, dst=None):
     return dst
 
 
-def where(condition, x, y, dtype=None):
+def where(condition: Operand, x: Operand, y: Operand, dtype: DTypeLike | None = None) -> NkiTensor:
     """Select ``x`` where ``condition`` is non-zero, else ``y`` (tiles or scalars, broadcasting)."""
     values = [v for v in (x, y) if isinstance(v, NkiTensor)]
     if dtype is None:

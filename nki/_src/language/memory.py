@@ -3,13 +3,14 @@
 import numbers
 
 from .. import alu, buffers, checks
+from ..argtypes import DTypeLike
 from ..isa.dma import dma_copy
 from ..isa.elementwise import memset, tensor_copy
 from ..tensor import NkiTensor
 from ..tiles import fill
 
 
-def load(src, dtype=None):
+def load(src: NkiTensor, dtype: DTypeLike | None = None) -> NkiTensor:
     """Copy an HBM tensor into a new SBUF tile (dim 0 becomes the partition dim)."""
     checks.tensor("nl.load", "src", src)
     dst = NkiTensor.allocate(
@@ -31,7 +32,7 @@ def to_sbuf(t):
     return copy
 
 
-def store(dst, value):
+def store(dst: NkiTensor, value: NkiTensor) -> None:
     """Copy an on-chip tile into the HBM tensor ``dst``."""
     checks.tensor("nl.store", "dst", dst)
     checks.tensor("nl.store", "value", value)

@@ -2,18 +2,19 @@
 
 import math
 import operator
+from collections.abc import Sequence
 
 from .. import runtime
 
 
-def program_id(axis=0):
+def program_id(axis: int = 0) -> int:
     """Index of the current program along ``axis`` of the launch grid."""
     ctx = runtime.current()
     axis = operator.index(axis)
     return ctx.program_index[axis] if axis < len(ctx.program_index) else 0
 
 
-def num_programs(axes=None):
+def num_programs(axes: int | Sequence[int] | None = None) -> int:
     """Programs along ``axes`` (an int or a tuple), or in the whole grid when None."""
     grid = runtime.current().grid
     if axes is None:
@@ -23,6 +24,6 @@ def num_programs(axes=None):
     return math.prod(grid[a] if a < len(grid) else 1 for a in axes)
 
 
-def program_ndim():
+def program_ndim() -> int:
     """Number of dimensions of the launch grid."""
     return len(runtime.current().grid)

@@ -8,10 +8,10 @@ import sys
 
 import torch
 
-from torch_neuronx import config
+from torch_neuronx import _config as config
 from torch_neuronx._dynamo import config as compile_config
-from torch_neuronx.cli import report
-from torch_neuronx.platforms import PLATFORMS
+from torch_neuronx._platforms import PLATFORMS
+from torch_neuronx.cli import _report as report
 
 SCHEMA = "torchneuron.info/1"
 EPILOG = """\

@@ -16,7 +16,7 @@ import numpy
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from torch_neuronx.cli.sweep.outcomes import Ran, layout
+from torch_neuronx.cli._sweep._outcomes import Ran, layout
 
 SEED = 1234
 DTYPES = {

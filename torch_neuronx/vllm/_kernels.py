@@ -14,7 +14,7 @@ work (the attention's reads the step's metadata through vLLM 0.32's attention co
 import torch
 from torch.utils import flop_counter
 
-from torch_neuronx import op_policy
+from torch_neuronx import _op_policy as op_policy
 
 NATIVE_NAMESPACES = ["_C"]
 

@@ -83,14 +83,14 @@ OMITTED = {
 }
 
 
-def missing(name):
+def missing(name: str) -> AttributeError:
     """The AttributeError for a name of torch.cuda that torch.neuron leaves out."""
     return AttributeError(
         f"torch.neuron has no {name!r}: it is {OMITTED[name]}. See docs/device_module.md"
     )
 
 
-def markdown_table():
+def markdown_table() -> str:
     """docs/device_module.md's table of the names left out."""
     rows = ["| Name of `torch.cuda` | What it is, and the way out |", "|---|---|"]
     rows += [f"| `{name}` | {why}. |" for name, why in sorted(DOCUMENTED.items())]

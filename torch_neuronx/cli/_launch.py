@@ -1,12 +1,12 @@
 """Runs a user's script in this process as ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``)
 would, and writes what the parent command asked for to an events file, one JSON object a line.
 
-The parent starts this file by its path, never as ``torch_neuronx.cli.launch``: the CPU run of
+The parent starts this file by its path, never as ``torch_neuronx.cli._launch``: the CPU run of
 ``torchneuron parity`` must not load torchneuron, and importing the package would. So this file
 needs only the standard library (and torch, which the user's script imports anyway).
 
 Records: ``{"kind": "loss", "value": float, "device": str}`` for each ``backward()`` on a 0-dim
-tensor (``--record-losses``); ``{"kind": "findings", ...}`` (``--observe``, see observe.py); and
+tensor (``--record-losses``); ``{"kind": "findings", ...}`` (``--observe``, see _observe.py); and
 last ``{"kind": "result", "status": "ok" | "failed", "exit_code": int, "wall_time_s": float,
 "error": null | {...}}``. A run that ends without a result record crashed or called os._exit.
 """
@@ -183,7 +183,7 @@ def run_target(target, as_module):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="launch.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="_launch.py", description=__doc__)
     parser.add_argument("--events", required=True, help="the JSON-lines file to append to")
     parser.add_argument("--observe", action="store_true", help="collect torchneuron findings")
     parser.add_argument("--record-losses", action="store_true", help="record backward() losses")
@@ -206,7 +206,7 @@ def main():
     sources = SourceFiles()
     observer = None
     if opts.observe:
-        from torch_neuronx.cli import observe
+        from torch_neuronx.cli import _observe as observe
 
         observer = observe.Observer(sources)
         observer.start()

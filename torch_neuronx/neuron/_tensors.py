@@ -1,11 +1,14 @@
 """Legacy typed tensor and storage classes (``torch.neuron.FloatTensor``, ``FloatStorage``...),
 as ``torch.cuda`` has them."""
 
+from typing import Any
+
 import torch
 from torch._utils import classproperty
 from torch.storage import _LegacyStorage
+from torch.types import Device
 
-from torch_neuronx.neuron.device import _index
+from torch_neuronx.neuron._device import _index
 
 _TENSOR_DTYPES = {
     "BFloat16": torch.bfloat16,
@@ -29,7 +32,9 @@ _STORAGE_DTYPES = {
 class _TensorType(type):
     """What ``torch.cuda.FloatTensor`` is for CUDA: an isinstance check and a constructor."""
 
-    def __instancecheck__(cls, obj):
+    dtype: torch.dtype
+
+    def __instancecheck__(cls, obj: object) -> bool:
         return (
             isinstance(obj, torch.Tensor)
             and obj.device.type == "neuron"
@@ -37,7 +42,7 @@ class _TensorType(type):
             and obj.layout == torch.strided
         )
 
-    def __call__(cls, *args, device=None):
+    def __call__(cls, *args: Any, device: Device = None) -> torch.Tensor:
         dev = torch.device("neuron", _index(device))
         first = args[0] if len(args) == 1 else None
         if isinstance(first, (torch.TypedStorage, torch.UntypedStorage)):
@@ -49,7 +54,7 @@ class _TensorType(type):
         return getattr(torch, cls.__qualname__)(*args).to(dev)
 
 
-def _tensor_type(prefix, dtype):
+def _tensor_type(prefix: str, dtype: torch.dtype) -> _TensorType:
     # Tensor.type(cls) looks a class up by its C-level name, which for a Python class is
     # __name__; __qualname__ and __module__ give it its printed name.
     cls = _TensorType(f"torch.neuron.{prefix}Tensor", (), {"dtype": dtype, "is_sparse": False})
@@ -62,11 +67,11 @@ class _NeuronLegacyStorage(_LegacyStorage):
     """A typed storage on neuron; TypedStorage places it by the ``torch.neuron`` module name."""
 
     @classproperty
-    def dtype(cls):
+    def dtype(cls) -> torch.dtype:
         return cls._dtype
 
 
-def _storage_type(prefix, dtype):
+def _storage_type(prefix: str, dtype: torch.dtype) -> type[_NeuronLegacyStorage]:
     name = f"{prefix}Storage"
     cls = type(name, (_NeuronLegacyStorage,), {"_dtype": dtype, "__module__": "torch.neuron"})
     torch._storage_classes.add(cls)

@@ -6,7 +6,7 @@ the table cannot drift from what the code does."""
 
 import dataclasses
 
-from torch_neuronx import config
+from torch_neuronx import _config as config
 from torch_neuronx.neuron import DEVICE_API
 
 WORKS = "works"
@@ -270,7 +270,7 @@ def markdown() -> str:
         "Each name, variable and behaviour AWS documents for TorchNeuron (Neuron 2.34), as it "
         "stands here: **works** (as documented), **works differently** (how), or "
         "**hardware-only** (why it has no effect on the emulator). Generated from "
-        "`torch_neuronx/fidelity.py` (`python -m torch_neuronx.fidelity > docs/fidelity.md`); "
+        "`torch_neuronx/_fidelity.py` (`python -m torch_neuronx._fidelity > docs/fidelity.md`); "
         "tests/test_fidelity.py checks every row against the code and this file against the "
         "table. Pages are under https://awsdocs-neuron.readthedocs-hosted.com/en/latest/.",
         "",

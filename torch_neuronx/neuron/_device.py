@@ -4,19 +4,20 @@ import dataclasses
 import os
 import threading
 import time
+from typing import Literal
 
 import torch
 from torch.types import Device
 
-from torch_neuronx import config
-from torch_neuronx.platforms import PLATFORMS
+from torch_neuronx import _config as config
+from torch_neuronx._platforms import PLATFORMS
 
 _initialized = False
 _in_bad_fork = False
 _init_lock = threading.Lock()
 
 
-def _index(dev=None):
+def _index(dev: Device = None) -> int:
     """The device index that ``dev`` (None, int, str or torch.device) names."""
     if dev is None:
         return torch.accelerator.current_device_index()
@@ -43,7 +44,7 @@ def is_initialized() -> bool:
     return _initialized and not _in_bad_fork
 
 
-def _lazy_init():
+def _lazy_init() -> None:
     global _initialized
     if _initialized:
         return
@@ -68,12 +69,12 @@ def init() -> None:
     _lazy_init()
 
 
-def _is_in_bad_fork():
+def _is_in_bad_fork() -> bool:
     """True in a child forked after the runtime was initialised."""
     return _in_bad_fork
 
 
-def _after_fork():
+def _after_fork() -> None:
     # The C++ side makes the child initialise the device again on first use (as CUDA does),
     # which then reaches _lazy_init and its bad-fork error.
     global _initialized, _in_bad_fork
@@ -100,16 +101,16 @@ def set_device(dev: Device) -> None:
 class device:
     """Context manager that makes a NeuronCore current."""
 
-    def __init__(self, dev):
+    def __init__(self, dev: Device) -> None:
         self.idx = -1 if dev is None else _index(dev)
         self.prev = -1
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.prev = torch.accelerator.current_device_index()
         if self.idx >= 0 and self.idx != self.prev:
             torch.accelerator.set_device_index(self.idx)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self.idx >= 0 and self.idx != self.prev:
             torch.accelerator.set_device_index(self.prev)
         return False
@@ -118,8 +119,8 @@ class device:
 class device_of(device):
     """Context manager that makes the NeuronCore of a tensor current."""
 
-    def __init__(self, obj):
-        super().__init__(obj.get_device() if obj.is_neuron else None)
+    def __init__(self, obj: torch.Tensor | torch.TypedStorage | torch.UntypedStorage) -> None:
+        super().__init__(obj.get_device() if obj.device.type == "neuron" else None)
 
 
 def synchronize(device: Device = None) -> None:
@@ -207,7 +208,9 @@ def device_memory_used(device: Device = None) -> int:
 has_half = True  # float16 tensors and arithmetic work on neuron
 
 
-_busy_samples = {}  # device index -> (wall ns, busy ns) at the previous utilization() call
+_busy_samples: dict[
+    int, tuple[int, int]
+] = {}  # device index -> (wall ns, busy ns) at the previous utilization() call
 
 
 def utilization(device: Device = None) -> int:

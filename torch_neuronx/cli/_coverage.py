@@ -8,8 +8,10 @@ import pathlib
 import sys
 import time
 
-from torch_neuronx.cli import info, report, sweep
-from torch_neuronx.cli.sweep import outcomes
+from torch_neuronx.cli import _info as info
+from torch_neuronx.cli import _report as report
+from torch_neuronx.cli import _sweep as sweep
+from torch_neuronx.cli._sweep import _outcomes as outcomes
 
 SCHEMA = "torchneuron.coverage/1"
 EPILOG = """\

@@ -1,5 +1,5 @@
 """Runs the user's script, unchanged, in a child process on neuron or on the CPU, and reads back
-what it recorded (launch.py).
+what it recorded (_launch.py).
 
 The neuron run is the script as the user runs it, with torchneuron loaded by ``import torch``.
 The CPU run is a CPU-only machine: TORCH_DEVICE_BACKEND_AUTOLOAD=0, so torchneuron is not loaded
@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
 DEVICE_ENV = {
     "neuron": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"},
     "cpu": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "CUDA_VISIBLE_DEVICES": ""},

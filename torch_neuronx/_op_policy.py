@@ -11,7 +11,7 @@ import os
 
 import torch
 
-from torch_neuronx import config
+from torch_neuronx import _config as config
 
 _DEFAULT = os.path.join(os.path.dirname(__file__), "op_policy.json")
 

@@ -6,7 +6,7 @@ and, in ``is_cpu``, that it runs vLLM's CPU kernels: every kernel choice vLLM ma
 platform (CustomOp ``forward_cpu``, the oneDNN GEMM, ``greedy_argmax``, the CPU samplers and
 batch defaults) is then the CPU's, which is what makes the tokens and logprobs equal vLLM-CPU's
 bit for bit. Those kernels run on neuron tensors through the device's host-kernel path
-(kernels.py).
+(_kernels.py).
 """
 
 import psutil
@@ -15,7 +15,9 @@ from vllm.logger import init_logger
 from vllm.platforms.cpu import CpuPlatform
 from vllm.platforms.interface import PlatformEnum
 
-from torch_neuronx.vllm import cpu_mode, graphs, kernels
+from torch_neuronx.vllm import _graphs as graphs
+from torch_neuronx.vllm import _kernels as kernels
+from torch_neuronx.vllm import cpu_mode
 
 # Under vLLM's logger, which its logging configuration prints.
 logger = init_logger("vllm." + __name__)
@@ -24,7 +26,7 @@ logger = init_logger("vllm." + __name__)
 # available when serving starts, the rest staying for the weights and the processes.
 HOST_MEMORY_SHARE = 0.5
 
-_WORKER = "torch_neuronx.vllm.worker.NeuronWorker"
+_WORKER = "torch_neuronx.vllm._worker.NeuronWorker"
 
 
 def kv_cache_budget(utilization: float, hbm_bytes: int, host_available: int) -> int:
@@ -103,7 +105,7 @@ class NeuronPlatform(CpuPlatform):
 
 
 def _compile_per_bucket(vllm_config) -> None:
-    """Compiled serving on the device is the runner's, one static graph per bucket (graphs.py):
+    """Compiled serving on the device is the runner's, one static graph per bucket (_graphs.py):
     vLLM's own compile path marks the token dimension dynamic, which the neuron backend
     refuses."""
     # vllm.config imports the platform: the name is only there once it has.

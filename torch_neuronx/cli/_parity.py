@@ -7,7 +7,8 @@ import re
 import shlex
 import sys
 
-from torch_neuronx.cli import report, runs
+from torch_neuronx.cli import _report as report
+from torch_neuronx.cli import _runs as runs
 
 EPILOG = """\
 The neuron run is the script as you run it. The CPU run sets TORCH_DEVICE_BACKEND_AUTOLOAD=0,

@@ -9,10 +9,12 @@ test suite's OpInfo sweep (tests/test_opinfo.py) both run it.
 import collections
 import fnmatch
 
-from torch_neuronx.cli.sweep import databases, outcomes, workers
-from torch_neuronx.cli.sweep.databases import DATABASES, DTYPES, SEED
-from torch_neuronx.cli.sweep.outcomes import MATCHES, OUTCOMES
-from torch_neuronx.cli.sweep.workers import WorkerStartError
+from torch_neuronx.cli._sweep import _databases as databases
+from torch_neuronx.cli._sweep import _outcomes as outcomes
+from torch_neuronx.cli._sweep import _workers as workers
+from torch_neuronx.cli._sweep._databases import DATABASES, DTYPES, SEED
+from torch_neuronx.cli._sweep._outcomes import MATCHES, OUTCOMES
+from torch_neuronx.cli._sweep._workers import WorkerStartError
 
 __all__ = [
     "DATABASES",

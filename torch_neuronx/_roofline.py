@@ -21,9 +21,14 @@ Model, per op, on one logical NeuronCore (LNC physical cores):
 import collections
 import contextlib
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from torch_neuronx._markdown import table
-from torch_neuronx.platforms import PLATFORMS, SDK, SOURCES
+from torch_neuronx._platforms import PLATFORMS, SDK, SOURCES
+
+if TYPE_CHECKING:
+    import torch
 
 LABEL = "ESTIMATE"
 DISCLAIMER = (
@@ -32,7 +37,7 @@ DISCLAIMER = (
     "overlap or latency overheads."
 )
 
-# The documented rates of the platforms a model runs on (torch_neuronx/platforms.py).
+# The documented rates of the platforms a model runs on (torch_neuronx/_platforms.py).
 HARDWARE = {name: p for name, p in PLATFORMS.items() if p.torch_device}
 
 # Engines, and the op classes the report groups time by.
@@ -438,9 +443,9 @@ class Estimate:
     lnc: int = 2
     world_size: int = 1
     step: str = "one call"  # how the step was delimited
-    tokens_per_step: int = None  # the tokens a decode step produced
-    price_per_hour: float = None
-    steps_per_epoch: int = None
+    tokens_per_step: int | None = None  # the tokens a decode step produced
+    price_per_hour: float | None = None
+    steps_per_epoch: int | None = None
     platforms: tuple = tuple(HARDWARE)
 
     def rows(self, platform):
@@ -738,15 +743,15 @@ def plot(data, path):
 
 
 def estimate(
-    model,
-    *inputs,
-    train=False,
-    optimizer=None,
-    lnc=None,
-    price_per_hour=None,
-    steps_per_epoch=None,
-    **kwargs,
-):
+    model: Callable[..., Any],
+    *inputs: Any,
+    train: bool = False,
+    optimizer: "torch.optim.Optimizer | None" = None,
+    lnc: int | None = None,
+    price_per_hour: float | None = None,
+    steps_per_epoch: int | None = None,
+    **kwargs: Any,
+) -> Estimate:
     """ESTIMATE of one step of ``model(*inputs, **kwargs)`` on trn2 and trn3.
 
     ``train`` adds the backward of the output (its ``.loss``, the output itself when it is a
@@ -755,7 +760,7 @@ def estimate(
     no memory or time). ``torch.compile``d code is estimated as its eager ops.
     """
     if lnc is None:
-        from torch_neuronx import config
+        from torch_neuronx import _config as config
 
         lnc = config.logical_core_size()
     import torch

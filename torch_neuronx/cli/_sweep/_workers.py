@@ -12,7 +12,7 @@ import tempfile
 import time
 from multiprocessing.connection import Connection, Pipe, wait
 
-from torch_neuronx.cli.sweep import outcomes
+from torch_neuronx.cli._sweep import _outcomes as outcomes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,7 @@ def main(argv):
 
     import torch
 
-    from torch_neuronx.cli.sweep import databases
+    from torch_neuronx.cli._sweep import _databases as databases
 
     connection = Connection(int(argv[0]))
     threads, plugins = int(argv[1]), argv[2:]
@@ -71,7 +71,7 @@ def main(argv):
 def _run_task(connection, entry, task, start):
     import torch
 
-    from torch_neuronx.cli.sweep import databases
+    from torch_neuronx.cli._sweep import _databases as databases
 
     database = databases.DATABASES[task.database]
     dtype = databases.DTYPES[task.dtype]
@@ -173,7 +173,7 @@ class _Worker:
 
 # A fresh interpreter rather than multiprocessing's spawn, which would re-run the parent's
 # main module (`python -m torch_neuronx`, a script, pytest) in each worker.
-_MAIN = "import sys; from torch_neuronx.cli.sweep.workers import main; main(sys.argv[1:])"
+_MAIN = "import sys; from torch_neuronx.cli._sweep._workers import main; main(sys.argv[1:])"
 
 
 def run(tasks, *, workers, plugins=(), timeout=300.0):

@@ -6,7 +6,7 @@ import logging
 
 import torch
 
-from torch_neuronx import config
+from torch_neuronx import _config as config
 
 logger = logging.getLogger("torch_neuronx")
 _NUMERIC = {"0": logging.ERROR, "1": logging.WARNING, "2": logging.INFO, "3": logging.DEBUG}

@@ -5,7 +5,7 @@ import functools
 
 import torch.distributed as dist
 
-from torch_neuronx.distributed import launch
+from torch_neuronx.distributed import _launch as launch
 
 NAME = "neuron"
 EXIT_DRAIN_TIMEOUT_S = 10.0
@@ -30,7 +30,7 @@ def create(opts, pg_options):
     gloo.options.group_name = opts.group_id
     # Both imports are deferred to the first process group so that `import torch` stays cheap.
     from torch_neuronx import _C_dist
-    from torch_neuronx.distributed import rng
+    from torch_neuronx.distributed import _rng as rng
 
     rng.install()
     _drain_completions_at_exit(_C_dist)

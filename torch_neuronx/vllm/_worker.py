@@ -5,7 +5,7 @@ model, its inputs and the KV cache on ``neuron:<local_rank>``. The runner is vLL
 runner, as the CPU and XPU runners are: its device buffers stay on the device (the CPU runner
 points them at host memory), ``torch.cuda``'s streams and events are the neuron device's, and
 the CPU runner's model loading, block zeroing and result reading are reused. When vLLM is
-asked to compile, the runner serves bucketed static graphs (graphs.py).
+asked to compile, the runner serves bucketed static graphs (_graphs.py).
 """
 
 import contextlib
@@ -22,8 +22,9 @@ from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
 
-from torch_neuronx import roofline
-from torch_neuronx.vllm import graphs, patches
+from torch_neuronx import _roofline as roofline
+from torch_neuronx.vllm import _graphs as graphs
+from torch_neuronx.vllm import _patches as patches
 
 # Under vLLM's logger, which its logging configuration prints.
 logger = init_logger("vllm." + __name__)

@@ -4,8 +4,11 @@ import argparse
 import linecache
 import sys
 
-from torch_neuronx import adaptive_eager, config, exclusions
-from torch_neuronx.cli import report, runs
+from torch_neuronx import _config as config
+from torch_neuronx import _exclusions as exclusions
+from torch_neuronx import adaptive_eager
+from torch_neuronx.cli import _report as report
+from torch_neuronx.cli import _runs as runs
 
 EPILOG = """\
 Runs SCRIPT as `python SCRIPT ARGS` would (or -m MODULE), with torchneuron's runtime reporting
@@ -212,7 +215,7 @@ def _site_row(event, **extra):
 
 def _principles():
     """({op name: principle}, {principle: why}) for the CPU-fallback tier, from the op policy."""
-    from torch_neuronx import op_policy
+    from torch_neuronx import _op_policy as op_policy
 
     names = {}
     for principle, ops in op_policy.cpu_fallback_ops_by_principle().items():

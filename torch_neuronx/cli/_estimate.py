@@ -7,7 +7,8 @@ import subprocess
 import sys
 import tempfile
 
-from torch_neuronx.cli import report, runs
+from torch_neuronx.cli import _report as report
+from torch_neuronx.cli import _runs as runs
 
 EPILOG = """\
 The script runs once on the neuron device (or on meta tensors, which cost no memory or time)
@@ -21,7 +22,7 @@ shows the last complete one. Under vLLM (in-process engine) each engine step end
 report shows the last decode step, with tokens/s. A script without steps is one step as a
 whole; --steps N makes a step the whole run divided by N.
 
-Every number is an ESTIMATE from documented peak rates (torch_neuronx/roofline.py cites each),
+Every number is an ESTIMATE from documented peak rates (torch_neuronx/_roofline.py cites each),
 not a measurement. Exit status: 0; 1 when the script failed (the estimate covers what ran);
 3 when it ran nothing on the device; 2 for a usage error. Under torchrun
 (`torchrun --nproc-per-node 2 --no-python torchneuron estimate train.py`) rank 0 reports.
@@ -30,7 +31,7 @@ The JSON schema (torchneuron.estimate/1) is in docs/cli.md."""
 
 def add_arguments(parser):
     """Adds this subcommand's options."""
-    from torch_neuronx.roofline import HARDWARE
+    from torch_neuronx._roofline import HARDWARE
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
@@ -73,8 +74,8 @@ def add_arguments(parser):
 
 def run(args):
     """Runs the script, recording its ops, and reports the estimate; returns the exit code."""
-    from torch_neuronx import config
-    from torch_neuronx import roofline as model
+    from torch_neuronx import _config as config
+    from torch_neuronx import _roofline as model
 
     target = runs.target_from(args)
     if args.plot:
@@ -134,7 +135,7 @@ def _record(target, args):
     """Runs the script in a child process that records its ops; returns what it wrote."""
     with tempfile.TemporaryDirectory(prefix="torchneuron-estimate-") as tmp:
         out = os.path.join(tmp, "ops.json")
-        command = [sys.executable, "-m", "torch_neuronx.cli.estimate", "--out", out]
+        command = [sys.executable, "-m", "torch_neuronx.cli._estimate", "--out", out]
         command += ["--steps", str(args.steps)] if args.steps else []
         command += ["-m"] * target.as_module + [target.name, *target.args]
         env = dict(os.environ, TORCH_COMPILE_DISABLE="1", TORCH_DEVICE_BACKEND_AUTOLOAD="1")
@@ -151,10 +152,10 @@ def _record(target, args):
 
 def child(argv=None):
     """In the script's process: runs it under the recorder and writes the chosen step."""
-    from torch_neuronx import roofline as model
-    from torch_neuronx.cli import launch
+    from torch_neuronx import _roofline as model
+    from torch_neuronx.cli import _launch as launch
 
-    parser = argparse.ArgumentParser(prog="torch_neuronx.cli.estimate")
+    parser = argparse.ArgumentParser(prog="torch_neuronx.cli._estimate")
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int)
     parser.add_argument("-m", dest="as_module", action="store_true")

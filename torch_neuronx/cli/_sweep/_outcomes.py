@@ -4,7 +4,7 @@ import dataclasses
 
 import torch
 
-from torch_neuronx import exclusions
+from torch_neuronx import _exclusions as exclusions
 
 # A sample's outcome, in the order reports list them.
 PASSED, FALLBACK, EXCLUDED, FAILED, CRASHED = "passed", "fallback", "excluded", "failed", "crashed"
