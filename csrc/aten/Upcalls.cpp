@@ -30,7 +30,7 @@ void set_observing(bool on) {
     auto op = c10::Dispatcher::singleton().findSchema({"neuron::observe", ""});
     TORCH_CHECK(op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd),
         "set_observing(True) needs the op neuron::observe(str kind, str op, str detail, int[] "
-        "values) defined first (torch_neuronx/cli/observe.py defines it)");
+        "values) defined first (torch_neuronx/cli/_observe.py defines it)");
   }
   g_observing.store(on);
 }

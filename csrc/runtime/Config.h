@@ -1,6 +1,6 @@
 #pragma once
 // The environment variables the C++ side reads, with their defaults: the C++ part of the one
-// configuration table (torch_neuronx/config.py holds every variable; a test keeps them equal).
+// configuration table (torch_neuronx/_config.py holds every variable; a test keeps them equal).
 
 #include <cstdint>
 #include <string>

@@ -18,7 +18,7 @@ struct Platform {
   std::vector<int64_t> visible; // physical logical-core ids, in device-index order
 };
 
-// What torch_neuronx/platforms.py chose (configure_platform); an error is raised at first use.
+// What torch_neuronx/_platforms.py chose (configure_platform); an error is raised at first use.
 struct Chosen {
   std::string name;
   size_t hbm_per_chip = 0;

@@ -10,7 +10,7 @@ namespace neuron {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
-// The platform that torch_neuronx/platforms.py chose, before any device is used; a non-empty
+// The platform that torch_neuronx/_platforms.py chose, before any device is used; a non-empty
 // `error` is raised when the device is first used instead.
 void configure_platform(
     std::string name, size_t hbm_per_chip, int64_t physical_cores, std::string error);
