@@ -39,7 +39,7 @@ def test_cpp_reads_the_variables_of_the_table_with_its_defaults():
 def test_flags_take_the_usual_spellings_in_python_and_cpp(value, enabled):
     code = (
         "import torch, torch_neuronx, os\n"
-        "from torch_neuronx import config\n"
+        "from torch_neuronx import _config as config\n"
         "print(config.get('NEURON_FALLBACK_ENABLED'),\n"
         "      config.get('TORCH_NEURONX_METRICS_ENABLED'))\n"
         "try:\n"
