@@ -18,13 +18,19 @@ BUCKETS = [8, 32, 128]
 
 
 def greedy(max_tokens=MAX_TOKENS):
-    return vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=1, ignore_eos=True)
+    # The two best logprobs of each step: how close a step was to picking another token.
+    return vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=2, ignore_eos=True)
 
 
 def completion(output):
-    """(token ids, the logprob of each) of a request's output."""
+    """(token ids, the logprob of each, its lead over the runner-up) of a request's output."""
     c = output.outputs[0]
-    return list(c.token_ids), [step[t].logprob for t, step in zip(c.token_ids, c.logprobs)]
+    logprobs = [step[t].logprob for t, step in zip(c.token_ids, c.logprobs)]
+    leads = [
+        lp - max(v.logprob for k, v in step.items() if k != t)
+        for lp, t, step in zip(logprobs, c.token_ids, c.logprobs)
+    ]
+    return list(c.token_ids), logprobs, leads
 
 
 def device_facts(llm):
@@ -58,8 +64,9 @@ def generate(model, dtype):
     outputs = [completion(o) for o in llm.generate(PROMPTS, greedy())]
     chats = llm.chat([[{"role": "user", "content": p}] for p in PROMPTS], greedy())
     return {
-        "tokens": [t for t, _ in outputs],
-        "logprobs": [lp for _, lp in outputs],
+        "tokens": [t for t, _, _ in outputs],
+        "logprobs": [lp for _, lp, _ in outputs],
+        "leads": [lead for _, _, lead in outputs],
         "texts": [o.outputs[0].text for o in llm.generate(PROMPTS, greedy())],
         "chat_texts": [o.outputs[0].text for o in chats],
         "chat_tokens": [list(o.outputs[0].token_ids) for o in chats],
@@ -84,8 +91,8 @@ def compiled(model, dtype):
     serving = get_dynamo_metrics()
     runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
     return {
-        "tokens": [t for t, _ in outputs],
-        "logprobs": [lp for _, lp in outputs],
+        "tokens": [t for t, _, _ in outputs],
+        "logprobs": [lp for _, lp, _ in outputs],
         "buckets": BUCKETS,
         "compiled_buckets": runner.bucketed_forward.compiled_buckets,
         "warm_up_graphs": warm_up["num_graphs"],

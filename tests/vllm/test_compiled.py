@@ -32,20 +32,42 @@ def start(tiny_model, compile_cache):
 
 
 # Compiled code rounds differently from eager kernels (fused elementwise code, GEMMs of the
-# padded size), as Inductor's does on the CPU: the tokens are equal, the logprobs this close.
+# padded size), as Inductor's does on the CPU: the logprobs are this close.
 LOGPROB_TOLERANCE = {"float32": 1e-5, "bfloat16": 3e-2}
+
+
+def agreed_steps(compiled, reference, tolerance):
+    """The (compiled, reference) logprobs of the steps where both runs chose the same tokens.
+    A sequence may part only at a step where the reference's best token led the runner-up by
+    no more than two tolerances, a near tie that other rounding breaks the other way (whether
+    it does depends on the host's kernels: bf16 GEMMs differ with AVX512-BF16); from there on
+    the two continue from different tokens and are not compared."""
+    pairs = []
+    for ours, theirs, ours_lp, theirs_lp, leads in zip(
+        compiled["tokens"],
+        reference["tokens"],
+        compiled["logprobs"],
+        reference["logprobs"],
+        reference["leads"],
+    ):
+        for step, (a, b) in enumerate(zip(ours, theirs)):
+            if a != b:
+                assert leads[step] <= 2 * tolerance, (step, a, b, leads[step])
+                break
+            pairs.append((ours_lp[step], theirs_lp[step]))
+    return pairs
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_bucketed_graphs_give_the_eager_tokens(runs, start, dtype):
-    compiled, eager = start(dtype, 1), runs("neuron", "generate", dtype)
-    assert compiled["tokens"] == eager["tokens"]
-    assert compiled["tokens"] == runs("stock", "generate", dtype)["tokens"]
-    pairs = [(a, b) for x, y in zip(compiled["logprobs"], eager["logprobs"]) for a, b in zip(x, y)]
-    assert len(pairs) == 4 * 20
-    worst = max(abs(a - b) for a, b in pairs)
-    print(f"{dtype}: largest logprob difference, compiled vs eager: {worst:.3g}")
-    assert worst <= LOGPROB_TOLERANCE[dtype]
+    compiled, tolerance = start(dtype, 1), LOGPROB_TOLERANCE[dtype]
+    for reference in (runs("neuron", "generate", dtype), runs("stock", "generate", dtype)):
+        pairs = agreed_steps(compiled, reference, tolerance)
+        # Ties part a sequence at most once each, and rarely: most steps agree.
+        assert len(pairs) >= 3 * 20
+        worst = max(abs(a - b) for a, b in pairs)
+        print(f"{dtype}: {len(pairs)} of 80 steps agree; largest logprob difference {worst:.3g}")
+        assert worst <= tolerance
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
