@@ -148,6 +148,25 @@ def test_cpu_inputs_are_taken_as_device_inputs():
     assert_matches(out, scale_shift(x))
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        # Inductor's constant folding saw the reshaped constant as shape [1] beside a device
+        # tensor and failed to compile (found by make fuzz).
+        lambda x: torch.maximum(torch.zeros_like(x), torch.tensor([0.5]).reshape(())),
+        lambda x: torch.ones_like(x) * torch.tensor(3, dtype=torch.int32) - torch.tensor(0.5),
+        lambda x: torch.where(x > 0, x, torch.tensor(-1.0)),
+    ],
+    ids=["folded-maximum", "promoting", "where"],
+)
+def test_cpu_scalar_tensors_in_pointwise_ops_compile_as_eager_takes_them(fn):
+    x = torch.randn(4, 3)
+    out = torch.compile(fn, backend="neuron")(x.to("neuron"))
+    expected = fn(x)
+    assert out.dtype == expected.dtype
+    assert_matches(out, expected, rtol=0, atol=0)
+
+
 def test_cpu_inputs_raise_when_autocopy_is_disabled(monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1")
     compiled = torch.compile(scale_shift, backend="neuron")

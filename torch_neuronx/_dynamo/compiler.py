@@ -21,7 +21,9 @@ import torch
 from torch._dynamo.utils import counters
 from torch._functorch import config as functorch_config
 from torch._guards import TracingContext, detect_fake_mode
+from torch._inductor import config as inductor_config
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+from torch._inductor.custom_graph_pass import get_custom_graph_passes
 from torch.fx.node import map_aggregate
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -29,6 +31,7 @@ from torch_neuronx import _op_policy as op_policy
 from torch_neuronx._dynamo import (
     artifacts,
     cache,
+    cpu_scalars,
     device_ops,
     flex_attention,
     int_ranges,
@@ -47,6 +50,7 @@ _RNG_SEED_OPS = (
     torch.ops.prims.inductor_lookup_seed.default,
 )
 _CPU = torch.device("cpu")
+_CPU_SCALARS_TO_DEVICE = cpu_scalars.CpuScalarsToDevice()
 
 
 def compile_graph(gm, example_inputs, options, graph_metrics):
@@ -56,8 +60,13 @@ def compile_graph(gm, example_inputs, options, graph_metrics):
     # _compile_part; the persistent cache sits one level down instead. The backward graph is
     # compiled now rather than at the first backward, so that its failures are compile
     # failures (which fallback execution covers) and its time counts as compile time.
+    joint_passes = (
+        _CPU_SCALARS_TO_DEVICE,
+        *get_custom_graph_passes(inductor_config.joint_custom_pre_pass),
+    )
     with (
         functorch_config.patch(enable_autograd_cache=False, force_non_lazy_backward_lowering=True),
+        inductor_config.patch(joint_custom_pre_pass=joint_passes),
         toolchain.probes_skipped(),
     ):
         return compile_fx(gm, example_inputs, inner_compile=inner)
