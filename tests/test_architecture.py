@@ -91,3 +91,25 @@ def test_torch_neuronx_reads_nki_privates_only_at_the_device_interfaces():
         if name.startswith("nki._src") and name not in allowed
     ]
     assert offenders == []
+
+
+# What each C++ layer may include of csrc: its own files and the layers below it.
+CSRC_BELOW = {
+    "runtime": {"runtime"},
+    "aten": {"aten", "runtime"},
+    "api": {"api", "aten", "runtime"},
+    "distributed": {"distributed", "runtime"},
+}
+
+
+def test_the_cpp_layers_include_downwards_only():
+    csrc = ROOT / "csrc"
+    layers = {path.parent.name for path in csrc.rglob("*.[ch]*")}
+    assert layers == set(CSRC_BELOW)
+    offenders = [
+        f"{path.relative_to(ROOT)} includes {header}"
+        for path in sorted(csrc.rglob("*.[ch]*"))
+        for header in re.findall(r'^#include "(\w+)/', path.read_text(), re.MULTILINE)
+        if header not in CSRC_BELOW[path.parent.name]
+    ]
+    assert offenders == []

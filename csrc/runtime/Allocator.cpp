@@ -2,7 +2,7 @@
 
 #include "runtime/Boundary.h"
 #include "runtime/Device.h"
-#include "runtime/MemoryContext.h"
+#include "runtime/MemoryHistory.h"
 #include "runtime/Trace.h"
 
 #include <c10/core/Allocator.h>
@@ -12,7 +12,6 @@
 #include <c10/util/llvmMathExtras.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -62,57 +61,6 @@ struct Block {
   // Where the current owner allocated it (memory history with a context).
   std::shared_ptr<c10::GatheredContext> context;
 };
-
-// Memory history, in the actions and order of CUDA's caching allocator (torch.cuda.memory
-// ._snapshot's device_traces): a free is requested and completed at once, execution being
-// synchronous.
-enum class Action : int64_t { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom };
-
-struct TraceEntry {
-  Action action;
-  c10::DeviceIndex device;
-  uintptr_t addr;
-  size_t size;
-  int64_t time_us;
-  size_t device_free; // for Oom
-  std::shared_ptr<c10::GatheredContext> context;
-};
-
-// CUDA's `context` levels: which events keep a stack trace.
-enum class ContextLevel : int { None, State, Alloc, All };
-
-// Any recording on? Tested first, so that the allocator pays one load when nobody records.
-std::atomic<bool> g_history_on{false};
-// Ever on in this process: only then can stack traces be left to drop.
-std::atomic<bool> g_history_used{false};
-std::atomic<int> g_context_level{0};
-std::atomic<bool> g_context_cpp{false};
-
-std::shared_ptr<c10::GatheredContext> context_if(ContextLevel least) {
-  if (!g_history_on.load(std::memory_order_relaxed) ||
-      g_context_level.load(std::memory_order_relaxed) < static_cast<int>(least)) {
-    return nullptr;
-  }
-  return memory_context::gather(g_context_cpp.load(std::memory_order_relaxed));
-}
-
-// Stack traces that leave the allocator's state while its lock is held are dropped after it is
-// released: dropping one takes the GIL, which a thread waiting for the lock may hold.
-thread_local std::vector<std::shared_ptr<c10::GatheredContext>> tls_dropped;
-
-struct DropAfterUnlock {
-  ~DropAfterUnlock() {
-    if (C10_UNLIKELY(g_history_used.load(std::memory_order_relaxed))) {
-      tls_dropped.clear();
-    }
-  }
-};
-
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 StatType pool_of(size_t size) {
   return size < kSmallLimit ? StatType::SMALL_POOL : StatType::LARGE_POOL;
@@ -166,8 +114,8 @@ class Pools {
     auto& d = at(index);
     size_t size = round_size(nbytes);
     auto pool = pool_of(size);
-    auto context = context_if(ContextLevel::State);
-    DropAfterUnlock drop;
+    auto context = MemoryHistory::context_if(ContextLevel::State);
+    MemoryHistory::DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
     Block* block = take_cached(d, size);
     if (!block) {
@@ -182,8 +130,8 @@ class Pools {
   c10::DataPtr adopt(c10::DataPtr&& host, size_t nbytes, c10::DeviceIndex index) {
     auto& d = at(index);
     auto pool = pool_of(nbytes);
-    auto context = context_if(ContextLevel::State);
-    DropAfterUnlock drop;
+    auto context = MemoryHistory::context_if(ContextLevel::State);
+    MemoryHistory::DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
     if (d.reserved + nbytes > capacity(d)) {
       ++d.stats.num_alloc_retries;
@@ -198,7 +146,7 @@ class Pools {
     register_block(block);
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, nbytes);
-    note(Action::SegmentAlloc, index, block->ptr, nbytes, nullptr);
+    history_.note(HistoryAction::SegmentAlloc, index, block->ptr, nbytes, nullptr);
     count_allocation(d, pool, nbytes, nbytes);
     activate(d, block, std::move(context));
     return {block->ptr, block->ptr, &release_block, c10::Device(kNeuron, index)};
@@ -223,8 +171,8 @@ class Pools {
 
   // Returns the block at `ptr` to its pool; false when no block starts there.
   bool release(void* ptr) {
-    auto context = context_if(ContextLevel::All);
-    DropAfterUnlock drop;
+    auto context = MemoryHistory::context_if(ContextLevel::All);
+    MemoryHistory::DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = registry_.find(ptr);
     // A cached block stays registered: freeing it again is refused too.
@@ -235,11 +183,11 @@ class Pools {
     auto& d = *devices_[block->device];
     auto pool = pool_of(block->size);
     block->active = false;
-    if (block->context) {
-      tls_dropped.push_back(std::move(block->context));
-    }
-    note(Action::FreeRequested, block->device, block->ptr, block->requested, context);
-    note(Action::FreeCompleted, block->device, block->ptr, block->requested, std::move(context));
+    MemoryHistory::drop_later(std::move(block->context));
+    history_.note(
+        HistoryAction::FreeRequested, block->device, block->ptr, block->requested, context);
+    history_.note(HistoryAction::FreeCompleted, block->device, block->ptr, block->requested,
+        std::move(context));
     update(d.stats.allocation, pool, -1);
     update(d.stats.active, pool, -1);
     update(d.stats.allocated_bytes, pool, -static_cast<int64_t>(block->size));
@@ -320,13 +268,13 @@ class Pools {
     ++d.stats.num_device_alloc;
     update(d.stats.segment, pool, 1);
     update(d.stats.reserved_bytes, pool, size);
-    note(Action::SegmentAlloc, index, ptr, size, nullptr);
+    history_.note(HistoryAction::SegmentAlloc, index, ptr, size, nullptr);
     return block;
   }
 
   void unreserve(DeviceState& d, Block* block) {
     auto pool = pool_of(block->size);
-    note(Action::SegmentFree, block->device, block->ptr, block->size, nullptr);
+    history_.note(HistoryAction::SegmentFree, block->device, block->ptr, block->size, nullptr);
     d.reserved -= block->size;
     d.segments.erase(reinterpret_cast<uintptr_t>(block->ptr));
     registry_.erase(block->ptr);
@@ -351,7 +299,7 @@ class Pools {
   [[noreturn]] void fail(DeviceState& d, c10::DeviceIndex index, size_t nbytes) {
     ++d.stats.num_ooms;
     auto allocated = d.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
-    note(Action::Oom, index, nullptr, nbytes, nullptr, hbm_capacity() - d.reserved);
+    history_.note(HistoryAction::Oom, index, nullptr, nbytes, nullptr, hbm_capacity() - d.reserved);
     TORCH_CHECK_WITH(OutOfMemoryError, false,
         "Neuron out of memory on neuron:", static_cast<int>(index), " (", platform_name(),
         " logical NeuronCore ", physical_core(index), "). Tried to allocate ", format(nbytes), "; ",
@@ -389,10 +337,9 @@ class Pools {
   // memory event (profile_memory=True), which CPU allocations report the same way.
   void activate(DeviceState& d, Block* block, std::shared_ptr<c10::GatheredContext> context) {
     block->active = true;
-    if (g_history_on.load(std::memory_order_relaxed)) {
-      auto level = g_context_level.load(std::memory_order_relaxed);
-      note(Action::Alloc, block->device, block->ptr, block->requested,
-          level >= static_cast<int>(ContextLevel::Alloc) ? context : nullptr);
+    if (MemoryHistory::on()) {
+      history_.note(HistoryAction::Alloc, block->device, block->ptr, block->requested,
+          MemoryHistory::keeps(ContextLevel::Alloc) ? context : nullptr);
       block->context = std::move(context);
     }
     report(d, block->device, block->ptr, static_cast<int64_t>(block->size));
@@ -406,55 +353,18 @@ class Pools {
     }
   }
 
-  // Appends to the history ring (with the lock held).
-  void note(Action action, c10::DeviceIndex device, void* addr, size_t size,
-      std::shared_ptr<c10::GatheredContext> context, size_t device_free = 0) {
-    if (!g_history_on.load(std::memory_order_relaxed) || !trace_all_) {
-      return;
-    }
-    TraceEntry e{action, device, reinterpret_cast<uintptr_t>(addr), size, now_us(), device_free,
-        std::move(context)};
-    if (history_.size() < max_entries_) {
-      history_.push_back(std::move(e));
-      return;
-    }
-    if (history_.empty()) {
-      return;
-    }
-    if (history_[next_].context) {
-      tls_dropped.push_back(std::move(history_[next_].context));
-    }
-    history_[next_] = std::move(e);
-    next_ = (next_ + 1) % history_.size();
-  }
-
+ public:
  public:
   void set_history(
       bool on, bool trace_all, ContextLevel level, bool cpp, size_t max_entries, bool clear) {
-    DropAfterUnlock drop;
+    MemoryHistory::DropAfterUnlock drop;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (clear || !on) {
-      for (auto& e : history_) {
-        if (e.context) {
-          tls_dropped.push_back(std::move(e.context));
-        }
-      }
-      history_.clear();
-      next_ = 0;
-    }
+    history_.configure(on, trace_all, level, cpp, max_entries, clear);
     if (!on) {
       for (auto& [ptr, block] : registry_) {
-        if (block->context) {
-          tls_dropped.push_back(std::move(block->context));
-        }
+        MemoryHistory::drop_later(std::move(block->context));
       }
     }
-    trace_all_ = trace_all;
-    max_entries_ = max_entries;
-    g_context_level.store(static_cast<int>(level));
-    g_context_cpp.store(cpp);
-    g_history_used.store(g_history_used.load() || on);
-    g_history_on.store(on);
   }
 
   struct SegmentState {
@@ -473,7 +383,7 @@ class Pools {
   }
 
   // Every segment (each is one block here) and the history, oldest entry first.
-  std::pair<std::vector<SegmentState>, std::vector<TraceEntry>> snapshot() {
+  std::pair<std::vector<SegmentState>, std::vector<HistoryEntry>> snapshot() {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<SegmentState> segments;
     for (auto& d : devices_) {
@@ -482,11 +392,7 @@ class Pools {
             block->active ? block->requested : 0, block->active, block->context});
       }
     }
-    std::vector<TraceEntry> entries;
-    for (size_t i = 0; i < history_.size(); ++i) {
-      entries.push_back(history_[(next_ + i) % history_.size()]);
-    }
-    return {std::move(segments), std::move(entries)};
+    return {std::move(segments), history_.entries()};
   }
 
  private:
@@ -496,11 +402,7 @@ class Pools {
   // DataPtr contexts are the data pointers themselves (so raw_allocate works); this maps them
   // back to their blocks.
   std::unordered_map<void*, Block*> registry_;
-  // Memory history (with the lock held): a ring of at most max_entries_, oldest at next_.
-  std::vector<TraceEntry> history_;
-  size_t next_ = 0;
-  size_t max_entries_ = 0;
-  bool trace_all_ = false;
+  MemoryHistory history_; // with the lock held
   bool caching_ = true;
 };
 
