@@ -59,8 +59,10 @@ $(EXTENSION): $(STAMP) $(CSRC)
 demo: install
 	$(VENV)/bin/torchneuron parity -v --plot build/demo-parity.png --report build/demo-parity.md examples/demo.py
 
+# A worker per core (pytest-xdist), each with its share of the cores' threads (tests/conftest.py);
+# a test module stays on one worker, so its module-scoped fixtures are built once.
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile tests
 
 # Differential fuzzing on fresh random op chains; `make test` runs a bounded derandomized sample.
 FUZZ_EXAMPLES ?= 10000

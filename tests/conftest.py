@@ -39,6 +39,13 @@ def pytest_configure(config):
     for var, name in _STATE_DIRS.items():
         env.setenv(var, os.path.join(root, name))
     config.stash[_STATE_ROOT] = root
+    # Under pytest-xdist (`make test` runs a worker per core) each worker gets its share of the
+    # cores: OpenMP pools of every worker's size on all cores spin against each other.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        env.setenv("OMP_NUM_THREADS", str(threads))
     if "torch_neuronx" in sys.modules:  # not loaded with TORCH_DEVICE_BACKEND_AUTOLOAD=0
         config.stash[_GRAPH_CALLS] = undo.enter_context(compile_checks.logging_graph_calls())
 

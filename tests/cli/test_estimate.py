@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 import torch
+from dist_harness import free_port
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 import nki
@@ -291,7 +292,9 @@ def test_cli_under_torchrun_estimates_the_collectives_and_rank_0_reports(tmp_pat
     script = tmp_path / "ddp.py"
     script.write_text(DDP)
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    command = [torchrun, "--nproc-per-node", "2", "--no-python", sys.executable, "-m"]
+    # A port of its own: torchrun's default (29500) may be another test's at the same time.
+    command = [torchrun, "--nproc-per-node", "2", f"--master-port={free_port()}", "--no-python"]
+    command += [sys.executable, "-m"]
     command += ["torch_neuronx", "estimate", "--json", str(script)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
