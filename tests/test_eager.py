@@ -116,6 +116,26 @@ def test_device_mixing_raises_like_cuda():
     assert torch.equal(n[idx].cpu(), torch.ones(2))
 
 
+def test_setitem_from_an_overlapping_0d_tensor_takes_the_device_path():
+    # ATen's indexing assignment fills from a 0-d CPU source, and expands and copies from any
+    # other device's (as on CUDA), where the overlap check refuses a source under the written
+    # elements: the same refusal the CPU gives that copy.
+    def overlapping(device):
+        scalar = torch.zeros((), device=device)
+        return scalar, scalar.unfold(0, 1, 1)
+
+    scalar, view = overlapping("cpu")
+    view[...] = scalar
+    with pytest.raises(RuntimeError, match="refer to a single memory location") as on_cpu:
+        view.copy_(scalar.expand(1))
+    scalar, view = overlapping("neuron")
+    with pytest.raises(RuntimeError, match="refer to a single memory location") as on_neuron:
+        view[...] = scalar
+    assert str(on_neuron.value) == str(on_cpu.value)
+    view[...] = scalar.clone()
+    assert torch.equal(view.cpu(), torch.zeros(1))
+
+
 def test_op_without_cpu_kernel_is_a_clear_error():
     x = torch.randn(1, 1, 4, 4, device="neuron")
     w = torch.randn(1, 1, 1, 1, device="neuron")

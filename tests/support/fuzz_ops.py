@@ -562,6 +562,8 @@ class Chain:
             return False
         if cpu_error is None and _refused_channels_last(op, self.cpu[name], dev_error):
             return False
+        if cpu_error is None and _overlap_off_the_cpu(op, fields, self.cpu, dev_error):
+            return False
         # Indexing assignment first makes a Python scalar a device tensor of x's dtype, which
         # the device checks even when no element is written, or the indices are wrong.
         if (
@@ -995,6 +997,22 @@ def _refused_channels_last(op, out, error):
         and "only support contiguous or preserve memory format" in str(error)
         and layout is not None
         and out.is_contiguous(memory_format=layout)
+    )
+
+
+def _overlap_off_the_cpu(op, fields, cpu, error):
+    """Whether ``error`` is the overlap check that indexing assignment meets on every device but
+    the CPU: ATen's ``copy_to`` fills from a 0-d CPU source, and expands and copies any other,
+    which TensorIterator refuses where the source overlaps the destination (as on CUDA)."""
+    src = cpu.get(fields.get("src"))
+    return (
+        op.group == "setitem"
+        and isinstance(error, RuntimeError)
+        and "refer to a single memory location" in str(error)
+        and src is not None
+        and src.dim() == 0
+        and _storage(src) is not None
+        and _storage(src) == _storage(cpu[fields["x"]])
     )
 
 
