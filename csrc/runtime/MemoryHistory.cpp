@@ -2,8 +2,6 @@
 
 #include "runtime/MemoryContext.h"
 
-#include <c10/macros/Macros.h>
-
 #include <chrono>
 #include <utility>
 
@@ -25,30 +23,20 @@ std::atomic<bool> MemoryHistory::used_{false};
 std::atomic<int> MemoryHistory::level_{0};
 std::atomic<bool> MemoryHistory::cpp_{false};
 
-std::shared_ptr<c10::GatheredContext> MemoryHistory::context_if(ContextLevel least) {
-  if (!on() || !keeps(least)) {
-    return nullptr;
-  }
+std::shared_ptr<c10::GatheredContext> MemoryHistory::gather() {
   return memory_context::gather(cpp_.load(std::memory_order_relaxed));
 }
 
-void MemoryHistory::drop_later(std::shared_ptr<c10::GatheredContext>&& context) {
-  if (context) {
-    tls_dropped.push_back(std::move(context));
-  }
+void MemoryHistory::keep_for_dropping(std::shared_ptr<c10::GatheredContext>&& context) {
+  tls_dropped.push_back(std::move(context));
 }
 
-MemoryHistory::DropAfterUnlock::~DropAfterUnlock() {
-  if (C10_UNLIKELY(used_.load(std::memory_order_relaxed))) {
-    tls_dropped.clear();
-  }
+void MemoryHistory::drop_kept() {
+  tls_dropped.clear();
 }
 
-void MemoryHistory::note(HistoryAction action, c10::DeviceIndex device, void* addr, size_t size,
+void MemoryHistory::append(HistoryAction action, c10::DeviceIndex device, void* addr, size_t size,
     std::shared_ptr<c10::GatheredContext> context, size_t device_free) {
-  if (!on() || !trace_all_) {
-    return;
-  }
   HistoryEntry e{action, device, reinterpret_cast<uintptr_t>(addr), size, now_us(), device_free,
       std::move(context)};
   if (ring_.size() < max_entries_) {

@@ -4,6 +4,7 @@
 // keep. The allocator owns one and calls it with its lock held.
 
 #include <c10/core/Allocator.h>
+#include <c10/macros/Macros.h>
 
 #include <atomic>
 #include <cstdint>
@@ -43,22 +44,38 @@ class MemoryHistory {
   static bool keeps(ContextLevel level) {
     return level_.load(std::memory_order_relaxed) >= static_cast<int>(level);
   }
+  // The checks below are inline: the allocator runs them on every allocation and free.
+
   // The stack trace an event of `least` keeps: gathered before the allocator takes its lock.
-  static std::shared_ptr<c10::GatheredContext> context_if(ContextLevel least);
+  static std::shared_ptr<c10::GatheredContext> context_if(ContextLevel least) {
+    return on() && keeps(least) ? gather() : nullptr;
+  }
   // Leaves a stack trace to drop once the allocator's lock is released: dropping one takes the
   // GIL, which a thread waiting for the lock may hold.
-  static void drop_later(std::shared_ptr<c10::GatheredContext>&& context);
+  static void drop_later(std::shared_ptr<c10::GatheredContext>&& context) {
+    if (context) {
+      keep_for_dropping(std::move(context));
+    }
+  }
 
   // Drops what drop_later left, when it goes out of scope (declare it before taking the lock).
   struct DropAfterUnlock {
     DropAfterUnlock() = default;
     DropAfterUnlock(const DropAfterUnlock&) = delete;
     DropAfterUnlock& operator=(const DropAfterUnlock&) = delete;
-    ~DropAfterUnlock();
+    ~DropAfterUnlock() {
+      if (C10_UNLIKELY(used_.load(std::memory_order_relaxed))) {
+        drop_kept();
+      }
+    }
   };
 
   void note(HistoryAction action, c10::DeviceIndex device, void* addr, size_t size,
-      std::shared_ptr<c10::GatheredContext> context, size_t device_free = 0);
+      std::shared_ptr<c10::GatheredContext> context, size_t device_free = 0) {
+    if (on() && trace_all_) {
+      append(action, device, addr, size, std::move(context), device_free);
+    }
+  }
   // torch.neuron.memory._record_memory_history's settings; turning it off or `clear` empties
   // the ring.
   void configure(
@@ -67,6 +84,12 @@ class MemoryHistory {
   std::vector<HistoryEntry> entries() const;
 
  private:
+  static std::shared_ptr<c10::GatheredContext> gather();
+  static void keep_for_dropping(std::shared_ptr<c10::GatheredContext>&& context);
+  static void drop_kept();
+  void append(HistoryAction action, c10::DeviceIndex device, void* addr, size_t size,
+      std::shared_ptr<c10::GatheredContext> context, size_t device_free);
+
   static std::atomic<bool> on_;
   // Ever on in this process: only then can stack traces be left to drop.
   static std::atomic<bool> used_;

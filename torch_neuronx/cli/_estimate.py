@@ -22,7 +22,7 @@ shows the last complete one. Under vLLM (in-process engine) each engine step end
 report shows the last decode step, with tokens/s. A script without steps is one step as a
 whole; --steps N makes a step the whole run divided by N.
 
-Every number is an ESTIMATE from documented peak rates (torch_neuronx/_roofline.py cites each),
+Every number is an ESTIMATE from documented peak rates (torch_neuronx/_platforms.py cites each),
 not a measurement. Exit status: 0; 1 when the script failed (the estimate covers what ran);
 3 when it ran nothing on the device; 2 for a usage error. Under torchrun
 (`torchrun --nproc-per-node 2 --no-python torchneuron estimate train.py`) rank 0 reports.
@@ -158,9 +158,7 @@ def child(argv=None):
     parser = argparse.ArgumentParser(prog="torch_neuronx.cli._estimate")
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int)
-    parser.add_argument("-m", dest="as_module", action="store_true")
-    parser.add_argument("target")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
+    launch.add_child_target_arguments(parser)
     opts = parser.parse_args(argv)
     launch.set_argv_and_path(opts.target, opts.args, opts.as_module)
     sources = launch.SourceFiles()

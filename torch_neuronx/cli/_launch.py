@@ -156,6 +156,13 @@ def offset_seeds(offset):
     torch.manual_seed = torch.random.manual_seed = offset_manual_seed
 
 
+def add_child_target_arguments(parser):
+    """The script a child process runs, as its parent passes it: ``[-m] TARGET ARGS...``."""
+    parser.add_argument("-m", dest="as_module", action="store_true", help="TARGET is a module")
+    parser.add_argument("target")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+
+
 def set_argv_and_path(target, args, as_module):
     """Sets sys.argv and sys.path[0] as the interpreter would for the target."""
     sys.argv = [target, *args]
@@ -191,9 +198,7 @@ def main():
     parser.add_argument(
         "--seed-offset", type=int, default=0, help="seed torch's default generators apart"
     )
-    parser.add_argument("-m", dest="as_module", action="store_true", help="TARGET is a module")
-    parser.add_argument("target")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
+    add_child_target_arguments(parser)
     opts = parser.parse_args()
     events = open(opts.events, "a", buffering=1)
 
