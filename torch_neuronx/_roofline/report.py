@@ -16,6 +16,7 @@ DISCLAIMER = (
 )
 
 
+@dataclasses.dataclass
 class Estimate:
     """The ESTIMATE of one step on each Trainium generation; ``print(e)`` shows the report."""
 
