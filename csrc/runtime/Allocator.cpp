@@ -11,7 +11,6 @@
 #include <c10/util/Exception.h>
 #include <c10/util/llvmMathExtras.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>

@@ -38,13 +38,12 @@ struct HistoryEntry {
 
 class MemoryHistory {
  public:
-  // Any recording on: one relaxed load, so that the allocator pays nothing more when nobody
-  // records.
+  // Inline, as what follows down to note(): the allocator runs these on every allocation and
+  // free, and when nobody records each costs one relaxed load.
   static bool on() { return on_.load(std::memory_order_relaxed); }
   static bool keeps(ContextLevel level) {
     return level_.load(std::memory_order_relaxed) >= static_cast<int>(level);
   }
-  // The checks below are inline: the allocator runs them on every allocation and free.
 
   // The stack trace an event of `least` keeps: gathered before the allocator takes its lock.
   static std::shared_ptr<c10::GatheredContext> context_if(ContextLevel least) {
