@@ -52,8 +52,8 @@ void MemoryHistory::append(HistoryAction action, c10::DeviceIndex device, void* 
 }
 
 void MemoryHistory::configure(
-    bool on, bool trace_all, ContextLevel level, bool cpp, size_t max_entries, bool clear) {
-  if (clear || !on) {
+    bool record, bool trace_all, ContextLevel level, bool cpp, size_t max_entries, bool clear) {
+  if (clear || !record) {
     for (auto& e : ring_) {
       drop_later(std::move(e.context));
     }
@@ -64,8 +64,8 @@ void MemoryHistory::configure(
   max_entries_ = max_entries;
   level_.store(static_cast<int>(level));
   cpp_.store(cpp);
-  used_.store(used_.load() || on);
-  on_.store(on);
+  used_.store(used_.load() || record);
+  on_.store(record);
 }
 
 std::vector<HistoryEntry> MemoryHistory::entries() const {

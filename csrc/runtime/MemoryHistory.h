@@ -78,7 +78,7 @@ class MemoryHistory {
   // torch.neuron.memory._record_memory_history's settings; turning it off or `clear` empties
   // the ring.
   void configure(
-      bool on, bool trace_all, ContextLevel level, bool cpp, size_t max_entries, bool clear);
+      bool record, bool trace_all, ContextLevel level, bool cpp, size_t max_entries, bool clear);
   // Oldest entry first.
   std::vector<HistoryEntry> entries() const;
 
