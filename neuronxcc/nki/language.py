@@ -164,7 +164,7 @@ def _fill(t, value):
     elif t.buffer.on_chip:
         new_isa.memset(dst=t, value=value)
     else:
-        fill(t.host, value)
+        fill(t, value)
         mark_written(t)
     return t
 
@@ -236,7 +236,7 @@ def _store(dst, value):
 
 
 def _store_scalar(dst, value):
-    fill(dst.host, value)
+    fill(dst, value)
     issue("nl.store", "dma", [dst], [], nbytes=dst.size * dst.itemsize, chunk=dst.itemsize)
 
 

@@ -6,6 +6,8 @@ The 4x packed MX types (``float8_e4m3fn_x4``, ``float8_e5m2_x4``: 32 bits; ``flo
 ``[j*b, (j+1)*b)`` (b = 8 or 4), i.e. little-endian order as on the device.
 """
 
+import math
+
 import numpy as np
 import torch
 
@@ -62,6 +64,10 @@ class DType:
             # a tolerance check.
             half = np.uint16 if self.itemsize == 4 else np.uint8
             return np.dtype([(self._name, half), ("hi", half)], metadata={"nki_dtype": self._name})
+        if self is float8_e4m3:
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.float8_e4m3)
         try:
             return np.dtype(torch.empty(0, dtype=self.torch).numpy().dtype)
         except TypeError:
@@ -164,7 +170,11 @@ bfloat16 = DType("bfloat16", torch.bfloat16)
 float32 = DType("float32", torch.float32)
 # tfloat32 has no host type; it is stored and computed as float32.
 tfloat32 = DType("tfloat32", torch.float32)
-# Legacy float8_e4m3 has no torch type; the OCP e4m3fn encoding stores it.
+# float8_e4m3 is the IEEE-style e4m3 (largest finite 240, +-inf, NaNs; ml_dtypes.float8_e4m3),
+# where float8_e4m3fn is the "extended range, no inf" one.  It has no torch type, but every
+# finite e4m3 value has e4m3fn's code, so e4m3fn storage holds its codes bit for bit; ``stored``
+# and ``stored_values`` translate the codes e4m3fn spends on 256..448, which in e4m3 are the
+# infinities (0x78, 0xF8) and NaNs.
 float8_e4m3 = DType("float8_e4m3", torch.float8_e4m3fn)
 float8_e4m3fn = DType("float8_e4m3fn", torch.float8_e4m3fn)
 float8_e5m2 = DType("float8_e5m2", torch.float8_e5m2)
@@ -201,10 +211,11 @@ PACKED = (float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4)
 
 _BY_NAME = {dt.name: dt for dt in SUPPORTED + HOST_ONLY}
 _BY_NAME.update({"bool_": bool_, "float8e4": float8_e4m3, "float8e5": float8_e5m2})
-# The NKI type each torch dtype holds (the first listed wins: float32, not tfloat32).
+# The NKI type each torch dtype holds (the first listed wins: float32, not tfloat32; a
+# float8_e4m3fn tensor is float8_e4m3fn, float8_e4m3 only borrows its storage).
 _FROM_TORCH = {}
 for _dt in SUPPORTED + HOST_ONLY:
-    if not _dt.packed:
+    if not _dt.packed and _dt is not float8_e4m3:
         _FROM_TORCH.setdefault(_dt.torch, _dt)
 
 
@@ -282,6 +293,8 @@ def is_float(dtype):
 
 def promote(*dtypes):
     """The result dtype of an elementwise op: the highest-precision input dtype."""
+    if all(dt is dtypes[0] for dt in dtypes):
+        return dtypes[0]
     result = dtypes[0].torch
     for dt in dtypes[1:]:
         result = torch.promote_types(result, dt.torch)
@@ -298,6 +311,34 @@ def sentinel(dtype):
         word = 0x7F7F7F7F if dtype.element.bits == 8 else 0xFFFF
         return torch.tensor(word, dtype=torch.int64).to(dtype.torch).item()
     return float("nan") if dtype.torch.is_floating_point else 4
+
+
+# Magnitudes from here up round to e4m3's infinity (the midpoint of 240 and 256 rounds to even,
+# 256); e4m3fn storage holds that infinity as its code for 256.
+_E4M3_OVERFLOW = 248.0
+_E4M3_INF_STORED = 256.0
+
+
+def stored(values, dtype):
+    """Float ``values`` in ``dtype``'s storage type, rounded to nearest even (float8_e4m3:
+    overflowing to +-inf, as ml_dtypes rounds it).  Values already in the storage type are
+    codes and are kept as they are."""
+    if values.dtype == dtype.torch:
+        return values
+    if dtype is float8_e4m3:
+        inf = torch.full_like(values, _E4M3_INF_STORED).copysign(values)
+        values = torch.where(values.abs() >= _E4M3_OVERFLOW, inf, values)
+    return values.to(dtype.torch)
+
+
+def stored_values(host, dtype, to=torch.float32):
+    """The values held in storage ``host`` of NKI ``dtype``, as torch dtype ``to``."""
+    values = host if host.dtype is to else host.to(to)
+    if dtype is float8_e4m3:
+        magnitude = values.abs()
+        values = torch.where(magnitude == _E4M3_INF_STORED, values * math.inf, values)
+        values = torch.where(magnitude > _E4M3_INF_STORED, math.nan, values)
+    return values
 
 
 def name(dtype):

@@ -12,8 +12,7 @@ def read(t, dtype=torch.float32):
     """Values of view ``t`` as a new torch tensor (engines compute in fp32)."""
     if t.dtype.packed:
         dtypes.require_unpacked(t, "read")
-    host = t.host
-    return host if host.dtype is dtype else host.to(dtype)
+    return dtypes.stored_values(t.host, t.dtype, dtype)
 
 
 def read_pf(t, dtype=torch.float32):
@@ -44,11 +43,12 @@ def as_float32(value):
         return math.copysign(math.inf, x)
 
 
-def fill(t, value):
-    """Fill the torch view ``t`` with the scalar ``value`` as the engines store it: integers
-    exactly, floats through float32 (rounded to nearest even, then cast to ``t``'s type)."""
+def fill(dst, value):
+    """Fill tile ``dst`` with the scalar ``value`` as the engines store it: integers exactly,
+    floats through float32 (rounded to nearest even, then to ``dst``'s type)."""
+    t = dst.host
     if t.is_floating_point() and t.dtype != torch.float64:
-        t.copy_(torch.tensor(as_float32(value)).expand(t.shape))
+        t.copy_(dtypes.stored(torch.tensor(as_float32(value)), dst.dtype).expand(t.shape))
     else:
         t.fill_(value)
 
@@ -64,6 +64,8 @@ def write(dst, value):
     if not view.dtype.is_floating_point and view.dtype != torch.bool and value.is_floating_point():
         info = torch.iinfo(view.dtype)
         value = value.double().round().clamp(info.min, info.max)
+    elif dst.dtype is dtypes.float8_e4m3:
+        value = dtypes.stored(value, dst.dtype)
     if value.shape != view.shape and value.numel() == view.numel():
         value = value.reshape(view.shape)
     if 0 in dst._strides and any(st == 0 and n > 1 for n, st in zip(dst.shape, dst._strides)):

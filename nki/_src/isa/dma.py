@@ -66,7 +66,7 @@ def dma_copy(
     if dst.dtype != src.dtype:
         dtypes.require_unpacked(src, where, "src")
         dtypes.require_unpacked(dst, where, "dst")
-        values = values.float()
+        values = dtypes.stored_values(values, src.dtype)
     values = values.reshape(dst.shape)
     mask = None if valid is None else valid.reshape(dst.shape)
     if dst.is_indirect():
@@ -91,7 +91,7 @@ def _cast_like(values, dst):
     if values.is_floating_point() and not dst.dtype.is_floating_point:
         info = torch.iinfo(dst.dtype.torch)
         return values.double().round().clamp(info.min, info.max).to(dst.dtype.torch)
-    return values.to(dst.dtype.torch)
+    return dtypes.stored(values, dst.dtype)
 
 
 _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}

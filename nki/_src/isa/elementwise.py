@@ -58,7 +58,7 @@ def memset(dst: NkiTensor, value: float, engine: E = E.unknown, name: str | None
     checks.gpsimd_no_psum(op, eng, dst)
     if not (dst.dtype.is_floating_point or float(value).is_integer()):
         fail(op, f"value {value} does not match integer dtype {dst.dtype}")
-    fill(dst.host, value)
+    fill(dst, value)
     issue(op, engine_name(eng, "vector"), [dst], [], free=dst.free_size)
 
 

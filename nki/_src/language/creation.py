@@ -41,7 +41,7 @@ def full(
     if t.buffer.on_chip:
         memset(dst=t, value=fill_value)
     else:
-        fill(t.host, fill_value)
+        fill(t, fill_value)
         mark_written(t)
     return t
 

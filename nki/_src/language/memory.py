@@ -46,7 +46,7 @@ def _assign(op, dst, value):
         if dst.buffer.on_chip:
             memset(dst=dst, value=value)
         else:
-            fill(dst.host, value)
+            fill(dst, value)
         return
     checks.tensor("assign", "value", value)
     same_view = (

@@ -6,7 +6,9 @@ installs them as ``sys.modules["nki", "nki.language", ...]`` and calls
 ``nki.language`` here are views of ours that add the package's extra submodule names
 (``nki.language.dtypes`` is our ``nki.dtype``); ours has no ``nki.builtin``, ``nki.compiler``
 or ``nki.tensor`` for kernels to use, so those are empty (the harness only aliases them, and
-nki-library's kernels do not use them).
+nki-library's kernels do not use them).  The harness's compile path (``test/utils/
+kernel_tracer.py``, for tests marked ``trace_only``) imports ``nki.compiler.frontend``: AWS's
+compiler front end (Python to MLIR), which is not part of NKI's public API and not provided.
 """
 
 import sys
