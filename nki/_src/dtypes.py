@@ -124,17 +124,17 @@ class Element:
         """Codes of float32 ``values``, rounded to nearest even (as the Vector engine casts)."""
         if self.bits == 8:
             return values.to(_FP8[self.name]).view(torch.uint8).to(torch.int64)
-        # fp4 e2m1: no inf/NaN; magnitudes saturate at 6. Round to the nearest code, ties to
-        # the even code, by comparing against every representable magnitude.
+        # fp4 e2m1: no inf/NaN; magnitudes saturate at 6, NaN gives code 0.  Round to the
+        # nearest magnitude, ties to the even code: a magnitude's code is the number of
+        # midpoints between neighbouring codes below it, counting a midpoint it equals when the
+        # code above that midpoint is even (odd midpoint numbers).  Two searches over the
+        # midpoints, not a distance to every code: weight tensors have ~1e8 values.
         mags = self.codes[:8]
-        a = values.abs().clamp(max=float(mags[-1]))
-        dist = (a.unsqueeze(-1) - mags).abs()
-        best = dist.min(-1, keepdim=True).values
-        ties = dist == best
-        even = torch.arange(8) % 2 == 0
-        code = torch.where(
-            (ties & even).any(-1), (ties & even).int().argmax(-1), ties.int().argmax(-1)
-        )
+        midpoints = (mags[:-1] + mags[1:]) / 2
+        a = values.abs()
+        code = torch.bucketize(a, midpoints[0::2].contiguous(), out_int32=True)
+        code += torch.bucketize(a, midpoints[1::2].contiguous(), out_int32=True, right=True)
+        code.masked_fill_(torch.isnan(a), 0)
         return code.to(torch.int64) | (torch.signbit(values).to(torch.int64) << 3)
 
 
