@@ -305,24 +305,34 @@ def name(dtype):
     return dtype.name if isinstance(dtype, DType) else str(dtype).removeprefix("torch.")
 
 
+# x4 words converted per step: the int64 codes of a whole weight tensor (~1e8 values, as
+# nki-library's MX tests cast) would take several GB at once.
+_WORDS_PER_STEP = 1 << 22
+
+
 def unpack(words, dtype):
     """float32 values of x4 ``words`` (int tensor ``[..., n]``) as ``[..., 4n]``."""
     element = dtype.element
     mask = (1 << element.bits) - 1
-    raw = words.to(torch.int64) & ((1 << (4 * element.bits)) - 1)
     shifts = torch.arange(4) * element.bits
-    codes = (raw.unsqueeze(-1) >> shifts) & mask
-    return element.decode(codes).reshape(*words.shape[:-1], words.shape[-1] * 4)
+    flat = words.reshape(-1)
+    values = torch.empty(flat.numel(), 4, dtype=element.codes.dtype)
+    for start in range(0, flat.numel(), _WORDS_PER_STEP):
+        step = slice(start, start + _WORDS_PER_STEP)
+        raw = flat[step].to(torch.int64) & ((1 << (4 * element.bits)) - 1)
+        values[step] = element.decode((raw.unsqueeze(-1) >> shifts) & mask)
+    return values.reshape(*words.shape[:-1], words.shape[-1] * 4)
 
 
 def pack(values, dtype):
     """x4 words (``dtype.torch``) of float32 ``values`` ``[..., 4n]``, rounded to nearest even."""
     element = dtype.element
-    codes = element.encode(values.reshape(*values.shape[:-1], -1, 4))
+    groups = values.reshape(-1, 4)
     shifts = torch.arange(4) * element.bits
-    words = (codes << shifts).sum(-1)
-    if dtype.torch == torch.int32:
-        words = torch.where(words >= 2**31, words - 2**32, words)
-    else:
-        words = torch.where(words >= 2**15, words - 2**16, words)
-    return words.to(dtype.torch)
+    wrap = 2 ** (8 * dtype.itemsize)
+    words = torch.empty(groups.shape[0], dtype=dtype.torch)
+    for start in range(0, groups.shape[0], _WORDS_PER_STEP):
+        step = slice(start, start + _WORDS_PER_STEP)
+        unsigned = (element.encode(groups[step]) << shifts).sum(-1)
+        words[step] = torch.where(unsigned >= wrap // 2, unsigned - wrap, unsigned)
+    return words.reshape(*values.shape[:-1], -1)
