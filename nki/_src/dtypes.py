@@ -21,12 +21,16 @@ class DType:
     values, so ``np.zeros(shape, dtype=nl.bfloat16)`` works (bf16/fp8 need ml_dtypes).
     """
 
-    __slots__ = ("_name", "torch", "element")
+    __slots__ = ("_name", "torch", "element", "packed", "itemsize", "is_floating_point")
 
     def __init__(self, name, storage, element=None):
         self._name = name
         self.torch = storage
         self.element = element  # x4 types: the Element format of each packed value
+        # Plain attributes, not properties: every instruction asks them of its operands.
+        self.packed = element is not None  # a 4x packed MX type
+        self.itemsize = storage.itemsize
+        self.is_floating_point = self.packed or storage.is_floating_point
 
     @property
     def name(self):
@@ -37,19 +41,6 @@ class DType:
         # Named like the numpy scalar types, so tools that label values by ``__name__`` (e.g.
         # pytest parameter ids) show "bfloat16" rather than a position.
         return self._name
-
-    @property
-    def packed(self):
-        """True for the 4x packed MX types."""
-        return self.element is not None
-
-    @property
-    def itemsize(self):
-        return self.torch.itemsize
-
-    @property
-    def is_floating_point(self):
-        return self.packed or self.torch.is_floating_point
 
     @property
     def dtype(self):
@@ -107,7 +98,7 @@ class DType:
 class Element:
     """The format of the values packed four to a word in an x4 type."""
 
-    __slots__ = ("name", "bits", "max_exp", "max_normal", "codes")
+    __slots__ = ("name", "bits", "max_exp", "max_normal", "codes", "by_byte")
 
     def __init__(self, name, bits, max_exp, max_normal, codes):
         self.name = name
@@ -115,10 +106,11 @@ class Element:
         self.max_exp = max_exp  # largest unbiased exponent of a normal value
         self.max_normal = max_normal
         self.codes = codes  # float32 value of every code, indexed by the code
-
-    def decode(self, code):
-        """float32 values of integer codes."""
-        return self.codes[code.long()]
+        # The values held by each byte of a word, low bits first: [256, 8 // bits].
+        byte = torch.arange(256)
+        self.by_byte = torch.stack(
+            [codes[(byte >> shift) & ((1 << bits) - 1)] for shift in range(0, 8, bits)], dim=1
+        )
 
     def encode(self, values):
         """Codes of float32 ``values``, rounded to nearest even (as the Vector engine casts)."""
@@ -292,7 +284,7 @@ def sentinel(dtype):
     """The fill value for fresh allocations: NaN for floats, 4 for integers (as AWS's simulator).
 
     x4 words are filled with NaN codes (fp8) or the code of -6 (fp4, which has no NaN)."""
-    if dtype == bool_:
+    if dtype is bool_:
         return True
     if dtype.packed:
         word = 0x7F7F7F7F if dtype.element.bits == 8 else 0xFFFF
@@ -313,14 +305,18 @@ _WORDS_PER_STEP = 1 << 22
 def unpack(words, dtype):
     """float32 values of x4 ``words`` (int tensor ``[..., n]``) as ``[..., 4n]``."""
     element = dtype.element
-    mask = (1 << element.bits) - 1
-    shifts = torch.arange(4) * element.bits
     flat = words.reshape(-1)
-    values = torch.empty(flat.numel(), 4, dtype=element.codes.dtype)
-    for start in range(0, flat.numel(), _WORDS_PER_STEP):
-        step = slice(start, start + _WORDS_PER_STEP)
-        raw = flat[step].to(torch.int64) & ((1 << (4 * element.bits)) - 1)
-        values[step] = element.decode((raw.unsqueeze(-1) >> shifts) & mask)
+    if flat.dtype != dtype.torch:
+        flat = flat.to(torch.int64)  # its low bytes are the word
+    # A word's bytes in memory order are its low to high bits (little-endian hosts), so one
+    # table lookup per byte decodes it without shifting and masking every value.
+    data = flat.contiguous().view(torch.uint8).view(flat.numel(), flat.element_size())
+    data = data[:, : dtype.itemsize]
+    steps = [
+        torch.index_select(element.by_byte, 0, data[start : start + _WORDS_PER_STEP].flatten().int())
+        for start in range(0, max(flat.numel(), 1), _WORDS_PER_STEP)
+    ]
+    values = steps[0] if len(steps) == 1 else torch.cat(steps)
     return values.reshape(*words.shape[:-1], words.shape[-1] * 4)
 
 
@@ -335,4 +331,4 @@ def pack(values, dtype):
         step = slice(start, start + _WORDS_PER_STEP)
         unsigned = (element.encode(groups[step]) << shifts).sum(-1)
         words[step] = torch.where(unsigned >= wrap // 2, unsigned - wrap, unsigned)
-    return words.reshape(*values.shape[:-1], -1)
+    return words.reshape(*values.shape[:-1], values.shape[-1] // 4)
