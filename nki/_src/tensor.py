@@ -101,7 +101,6 @@ class NkiTensor(NKIObject):
         "_alloc",
         "_base",
         "dtype",
-        "buffer",
         "itemsize",
         "shape",
         "_strides",
@@ -117,7 +116,6 @@ class NkiTensor(NKIObject):
     _alloc: "Allocation"
     _base: torch.Tensor
     dtype: DType
-    buffer: Buffer
     itemsize: int
     size: int
     _strides: tuple[int, ...]
@@ -160,7 +158,6 @@ class NkiTensor(NKIObject):
         t._base = base  # torch tensor whose dtype and storage the view reads
         # Attributes rather than properties: every instruction reads them of its operands.
         t.dtype = dtype
-        t.buffer = alloc.buffer
         t.itemsize = base.element_size()
         t.shape = tuple(shape)
         t._strides = tuple(strides)  # physical strides in ``base`` elements
@@ -232,6 +229,11 @@ class NkiTensor(NKIObject):
         return cls._make(alloc, t, dtype, t.shape, t.stride(), origin, origin)
 
     # ---- attributes -----------------------------------------------------------------------
+    @property
+    def buffer(self):
+        # The allocation's: old-API kernels move a returned private_hbm tensor to shared_hbm.
+        return self._alloc.buffer
+
     @property
     def name(self):
         return self._alloc.name
