@@ -308,7 +308,9 @@ class NkiTensor(NKIObject):
         if self._index is None:
             return self.host, None
         valid = self._in_bounds()
-        index = torch.where(valid, self._index, torch.full_like(self._index, self._origin))
+        index = self._index
+        if not bool(valid.all()):
+            index = torch.where(valid, index, torch.full_like(index, self._origin))
         return self._flat_storage()[index], valid
 
     def scatter(self, values: torch.Tensor, mask: torch.Tensor | None = None) -> None:
@@ -318,7 +320,11 @@ class NkiTensor(NKIObject):
             target.copy_(values if mask is None else torch.where(mask, values, target))
             return
         keep = self._in_bounds() if mask is None else mask & self._in_bounds()
-        self._flat_storage()[self._index[keep]] = values.to(self._base.dtype)[keep]
+        index, values = self._index, values.to(self._base.dtype)
+        # Selecting the kept elements (a compaction of both tensors) only when some are not.
+        if not bool(keep.all()):
+            index, values = index[keep], values[keep]
+        self._flat_storage()[index] = values
 
     @property
     def free_size(self):
