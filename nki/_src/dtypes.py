@@ -312,10 +312,10 @@ def unpack(words, dtype):
     # table lookup per byte decodes it without shifting and masking every value.
     data = flat.contiguous().view(torch.uint8).view(flat.numel(), flat.element_size())
     data = data[:, : dtype.itemsize]
-    steps = [
-        torch.index_select(element.by_byte, 0, data[start : start + _WORDS_PER_STEP].flatten().int())
-        for start in range(0, max(flat.numel(), 1), _WORDS_PER_STEP)
-    ]
+    steps = []
+    for start in range(0, max(flat.numel(), 1), _WORDS_PER_STEP):
+        word_bytes = data[start : start + _WORDS_PER_STEP].flatten().int()
+        steps.append(torch.index_select(element.by_byte, 0, word_bytes))
     values = steps[0] if len(steps) == 1 else torch.cat(steps)
     return values.reshape(*words.shape[:-1], words.shape[-1] * 4)
 
