@@ -32,10 +32,11 @@ def partitions(op, label, t, limit=PMAX):
 
 def on_chip(op, label, t, *allowed):
     """``t`` is an SBUF/PSUM tile (or in ``allowed``) with at most 128 partitions."""
-    tensor(op, label, t)
     # Every instruction checks its tiles: the rules' own functions run (and word the error)
     # only when one fails.
-    if t._alloc.buffer not in (allowed or ON_CHIP):
+    if not isinstance(t, NkiTensor):
+        tensor(op, label, t)
+    if t.buffer not in (allowed or ON_CHIP):
         buffer(op, label, t, *(allowed or ON_CHIP))
     if t.shape[0] > PMAX:
         partitions(op, label, t)

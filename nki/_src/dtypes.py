@@ -23,12 +23,16 @@ class DType:
     values, so ``np.zeros(shape, dtype=nl.bfloat16)`` works (bf16/fp8 need ml_dtypes).
     """
 
-    __slots__ = ("_name", "torch", "element")
+    __slots__ = ("_name", "torch", "element", "packed", "itemsize", "is_floating_point")
 
     def __init__(self, name, storage, element=None):
         self._name = name
         self.torch = storage
         self.element = element  # x4 types: the Element format of each packed value
+        # Plain attributes, not properties: every instruction asks them of its operands.
+        self.packed = element is not None  # a 4x packed MX type
+        self.itemsize = storage.itemsize
+        self.is_floating_point = self.packed or storage.is_floating_point
 
     @property
     def name(self):
@@ -39,19 +43,6 @@ class DType:
         # Named like the numpy scalar types, so tools that label values by ``__name__`` (e.g.
         # pytest parameter ids) show "bfloat16" rather than a position.
         return self._name
-
-    @property
-    def packed(self):
-        """True for the 4x packed MX types."""
-        return self.element is not None
-
-    @property
-    def itemsize(self):
-        return self.torch.itemsize
-
-    @property
-    def is_floating_point(self):
-        return self.packed or self.torch.is_floating_point
 
     @property
     def dtype(self):
@@ -113,7 +104,7 @@ class DType:
 class Element:
     """The format of the values packed four to a word in an x4 type."""
 
-    __slots__ = ("name", "bits", "max_exp", "max_normal", "codes")
+    __slots__ = ("name", "bits", "max_exp", "max_normal", "codes", "by_byte")
 
     def __init__(self, name, bits, max_exp, max_normal, codes):
         self.name = name
@@ -121,26 +112,27 @@ class Element:
         self.max_exp = max_exp  # largest unbiased exponent of a normal value
         self.max_normal = max_normal
         self.codes = codes  # float32 value of every code, indexed by the code
-
-    def decode(self, code):
-        """float32 values of integer codes."""
-        return self.codes[code.long()]
+        # The values held by each byte of a word, low bits first: [256, 8 // bits].
+        byte = torch.arange(256)
+        self.by_byte = torch.stack(
+            [codes[(byte >> shift) & ((1 << bits) - 1)] for shift in range(0, 8, bits)], dim=1
+        )
 
     def encode(self, values):
         """Codes of float32 ``values``, rounded to nearest even (as the Vector engine casts)."""
         if self.bits == 8:
             return values.to(_FP8[self.name]).view(torch.uint8).to(torch.int64)
-        # fp4 e2m1: no inf/NaN; magnitudes saturate at 6. Round to the nearest code, ties to
-        # the even code, by comparing against every representable magnitude.
+        # fp4 e2m1: no inf/NaN; magnitudes saturate at 6, NaN gives code 0.  Round to the
+        # nearest magnitude, ties to the even code: a magnitude's code is the number of
+        # midpoints between neighbouring codes below it, counting a midpoint it equals when the
+        # code above that midpoint is even (odd midpoint numbers).  Two searches over the
+        # midpoints, not a distance to every code: weight tensors have ~1e8 values.
         mags = self.codes[:8]
-        a = values.abs().clamp(max=float(mags[-1]))
-        dist = (a.unsqueeze(-1) - mags).abs()
-        best = dist.min(-1, keepdim=True).values
-        ties = dist == best
-        even = torch.arange(8) % 2 == 0
-        code = torch.where(
-            (ties & even).any(-1), (ties & even).int().argmax(-1), ties.int().argmax(-1)
-        )
+        midpoints = (mags[:-1] + mags[1:]) / 2
+        a = values.abs()
+        code = torch.bucketize(a, midpoints[0::2].contiguous(), out_int32=True)
+        code += torch.bucketize(a, midpoints[1::2].contiguous(), out_int32=True, right=True)
+        code.masked_fill_(torch.isnan(a), 0)
         return code.to(torch.int64) | (torch.signbit(values).to(torch.int64) << 3)
 
 
@@ -305,7 +297,7 @@ def sentinel(dtype):
     """The fill value for fresh allocations: NaN for floats, 4 for integers (as AWS's simulator).
 
     x4 words are filled with NaN codes (fp8) or the code of -6 (fp4, which has no NaN)."""
-    if dtype == bool_:
+    if dtype is bool_:
         return True
     if dtype.packed:
         word = 0x7F7F7F7F if dtype.element.bits == 8 else 0xFFFF
@@ -346,24 +338,38 @@ def name(dtype):
     return dtype.name if isinstance(dtype, DType) else str(dtype).removeprefix("torch.")
 
 
+# x4 words converted per step: the int64 codes of a whole weight tensor (~1e8 values, as
+# nki-library's MX tests cast) would take several GB at once.
+_WORDS_PER_STEP = 1 << 22
+
+
 def unpack(words, dtype):
     """float32 values of x4 ``words`` (int tensor ``[..., n]``) as ``[..., 4n]``."""
     element = dtype.element
-    mask = (1 << element.bits) - 1
-    raw = words.to(torch.int64) & ((1 << (4 * element.bits)) - 1)
-    shifts = torch.arange(4) * element.bits
-    codes = (raw.unsqueeze(-1) >> shifts) & mask
-    return element.decode(codes).reshape(*words.shape[:-1], words.shape[-1] * 4)
+    flat = words.reshape(-1)
+    if flat.dtype != dtype.torch:
+        flat = flat.to(torch.int64)  # its low bytes are the word
+    # A word's bytes in memory order are its low to high bits (little-endian hosts), so one
+    # table lookup per byte decodes it without shifting and masking every value.
+    data = flat.contiguous().view(torch.uint8).view(flat.numel(), flat.element_size())
+    data = data[:, : dtype.itemsize]
+    steps = []
+    for start in range(0, max(flat.numel(), 1), _WORDS_PER_STEP):
+        word_bytes = data[start : start + _WORDS_PER_STEP].flatten().int()
+        steps.append(torch.index_select(element.by_byte, 0, word_bytes))
+    values = steps[0] if len(steps) == 1 else torch.cat(steps)
+    return values.reshape(*words.shape[:-1], words.shape[-1] * 4)
 
 
 def pack(values, dtype):
     """x4 words (``dtype.torch``) of float32 ``values`` ``[..., 4n]``, rounded to nearest even."""
     element = dtype.element
-    codes = element.encode(values.reshape(*values.shape[:-1], -1, 4))
+    groups = values.reshape(-1, 4)
     shifts = torch.arange(4) * element.bits
-    words = (codes << shifts).sum(-1)
-    if dtype.torch == torch.int32:
-        words = torch.where(words >= 2**31, words - 2**32, words)
-    else:
-        words = torch.where(words >= 2**15, words - 2**16, words)
-    return words.to(dtype.torch)
+    wrap = 2 ** (8 * dtype.itemsize)
+    words = torch.empty(groups.shape[0], dtype=dtype.torch)
+    for start in range(0, groups.shape[0], _WORDS_PER_STEP):
+        step = slice(start, start + _WORDS_PER_STEP)
+        unsigned = (element.encode(groups[step]) << shifts).sum(-1)
+        words[step] = torch.where(unsigned >= wrap // 2, unsigned - wrap, unsigned)
+    return words.reshape(*values.shape[:-1], values.shape[-1] // 4)

@@ -52,22 +52,21 @@ class KernelContext:
         return name or f"#{self.shared_seq}"
 
 
-_local = threading.local()
+class _ThreadState(threading.local):
+    """Per thread: the stack of running kernel contexts (each thread starts with its own)."""
+
+    def __init__(self):
+        self.stack = []
+
+
+_local = _ThreadState()
 _default = None
-
-
-def _stack():
-    """This thread's stack of running kernel contexts."""
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    return stack
 
 
 def current():
     """The innermost running kernel context, or a default one outside any kernel."""
     global _default
-    stack = _stack()
+    stack = _local.stack
     if stack:
         return stack[-1]
     target = targets.get()
@@ -78,13 +77,13 @@ def current():
 
 def inside_kernel():
     """True while a kernel instance is executing."""
-    return bool(_stack())
+    return bool(_local.stack)
 
 
 @contextmanager
 def running(ctx):
     """Make ``ctx`` the current context for the duration of the block."""
-    stack = _stack()
+    stack = _local.stack
     stack.append(ctx)
     try:
         yield ctx

@@ -58,10 +58,12 @@ def ds(start: SupportsIndex, size: SupportsIndex) -> DynSlice:
 
 def as_shape(shape: "int | Shape", op: str) -> tuple[int, ...]:
     """Normalize an int or sequence of ints into a shape tuple of positive ints."""
-    sizes = (
-        (shape,) if not isinstance(shape, (tuple, list)) and hasattr(shape, "__index__") else shape
-    )
-    dims = tuple(map(operator.index, cast("Sequence[SupportsIndex]", sizes)))
+    if isinstance(shape, (tuple, list)) or not hasattr(shape, "__index__"):
+        dims = tuple(map(operator.index, cast("Sequence[SupportsIndex]", shape)))
+    else:
+        dims = (operator.index(shape),)
+    if 1 <= len(dims) <= MAX_DIMS and min(dims) >= 1:
+        return dims
     require(len(dims) >= 1, op, "tensors need at least one dimension")
     if len(dims) > MAX_DIMS:
         fail(op, f"{len(dims)} dimensions exceed the maximum of {MAX_DIMS}")
@@ -98,21 +100,24 @@ class NkiTensor(NKIObject):
     __slots__ = (
         "_alloc",
         "_base",
-        "_dtype",
+        "dtype",
+        "itemsize",
         "shape",
         "_strides",
         "_offset",
         "_origin",
         "_index",
         "_invalid",
-        "_size",
+        "size",
         "_host",
     )
 
     shape: tuple[int, ...]
     _alloc: "Allocation"
     _base: torch.Tensor
-    _dtype: DType
+    dtype: DType
+    itemsize: int
+    size: int
     _strides: tuple[int, ...]
     _offset: int
     _origin: int
@@ -151,14 +156,16 @@ class NkiTensor(NKIObject):
         t = object.__new__(cls)
         t._alloc = alloc
         t._base = base  # torch tensor whose dtype and storage the view reads
-        t._dtype = dtype
+        # Attributes rather than properties: every instruction reads them of its operands.
+        t.dtype = dtype
+        t.itemsize = base.element_size()
         t.shape = tuple(shape)
         t._strides = tuple(strides)  # physical strides in ``base`` elements
         t._offset = offset  # absolute storage offset (torch as_strided units)
         t._origin = origin  # absolute offset of the allocation's element 0 (base units)
         t._index = None  # vector-offset views: absolute storage offset of every element
         t._invalid = None  # why the view cannot be accessed (an out-of-bounds access pattern)
-        t._size = math.prod(t.shape)
+        t.size = math.prod(t.shape)
         t._host = None  # the torch view, made on first access (instructions reuse tiles)
         return t
 
@@ -204,7 +211,7 @@ class NkiTensor(NKIObject):
             alloc.dtype = dtype
             if key is not None:
                 ctx.shared[key] = alloc
-        if not (alloc.storage.numel() == numel and alloc.dtype == dtype):
+        if not (alloc.storage.numel() == numel and alloc.dtype is dtype):
             fail(op, f"shared_hbm tensor {key} differs between SPMD instances")
         return cls._make(alloc, alloc.storage, dtype, shape, row_major(shape), 0, 0)
 
@@ -223,11 +230,8 @@ class NkiTensor(NKIObject):
 
     # ---- attributes -----------------------------------------------------------------------
     @property
-    def dtype(self):
-        return self._dtype
-
-    @property
     def buffer(self):
+        # The allocation's: old-API kernels move a returned private_hbm tensor to shared_hbm.
         return self._alloc.buffer
 
     @property
@@ -237,14 +241,6 @@ class NkiTensor(NKIObject):
     @property
     def ndim(self):
         return len(self.shape)
-
-    @property
-    def size(self):
-        return self._size
-
-    @property
-    def itemsize(self):
-        return self._base.element_size()
 
     @property
     def _row(self):
@@ -312,7 +308,9 @@ class NkiTensor(NKIObject):
         if self._index is None:
             return self.host, None
         valid = self._in_bounds()
-        index = torch.where(valid, self._index, torch.full_like(self._index, self._origin))
+        index = self._index
+        if not bool(valid.all()):
+            index = torch.where(valid, index, torch.full_like(index, self._origin))
         return self._flat_storage()[index], valid
 
     def scatter(self, values: torch.Tensor, mask: torch.Tensor | None = None) -> None:
@@ -322,7 +320,11 @@ class NkiTensor(NKIObject):
             target.copy_(values if mask is None else torch.where(mask, values, target))
             return
         keep = self._in_bounds() if mask is None else mask & self._in_bounds()
-        self._flat_storage()[self._index[keep]] = values.to(self._base.dtype)[keep]
+        index, values = self._index, values.to(self._base.dtype)
+        # Selecting the kept elements (a compaction of both tensors) only when some are not.
+        if not bool(keep.all()):
+            index, values = index[keep], values[keep]
+        self._flat_storage()[index] = values
 
     @property
     def free_size(self):
@@ -368,7 +370,7 @@ class NkiTensor(NKIObject):
             origin = origin * base.element_size() // v.element_size()
             base = v
         if dtype is None:
-            dtype = self._dtype if v.dtype == self._base.dtype else dtypes.from_torch(v.dtype)
+            dtype = self.dtype if v.dtype == self._base.dtype else dtypes.from_torch(v.dtype)
         return NkiTensor._make(
             self._alloc, base, dtype, v.shape, v.stride(), v.storage_offset(), origin
         )
@@ -423,7 +425,7 @@ class NkiTensor(NKIObject):
             else:
                 offset += k * stride
         view = NkiTensor._make(
-            self._alloc, self._base, self._dtype, shape, strides, offset, self._origin
+            self._alloc, self._base, self.dtype, shape, strides, offset, self._origin
         )
         # An empty view may be built (e.g. a core's share of nothing) but not accessed.
         view._invalid = empty or self._invalid
@@ -564,7 +566,7 @@ class NkiTensor(NKIObject):
             "vector_offset and scalar_offset are mutually exclusive",
         )
         require(self._index is None, "ap", "an indirect view cannot be re-indirected")
-        dtype = self._dtype if dtype is None else dtypes.normalize(dtype, "ap")
+        dtype = self.dtype if dtype is None else dtypes.normalize(dtype, "ap")
         pattern = [tuple(operator.index(v) for v in pair) for pair in pattern]
         require(all(len(p) == 2 for p in pattern), "ap", "pattern entries must be [stride, count]")
         strides = [s for s, _ in pattern]
@@ -638,7 +640,7 @@ class NkiTensor(NKIObject):
             offsets = offsets + steps.reshape([-1 if a == d else 1 for a in range(len(shape))])
         strides = [s for s, _ in pattern]
         t = NkiTensor._make(
-            self._alloc, self._base, self._dtype, shape, strides, start, self._origin
+            self._alloc, self._base, self.dtype, shape, strides, start, self._origin
         )
         t._index = offsets.expand(shape).clone()
         return t

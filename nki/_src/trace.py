@@ -63,7 +63,7 @@ def mark_written(t):
     """Record that the elements of ``t`` now hold defined data."""
     alloc = t._alloc
     alloc.written = True
-    if t.buffer is not buffers.psum or alloc.psum_complete:
+    if alloc.buffer is not buffers.psum or alloc.psum_complete:
         return
     if _covers_allocation(t):
         alloc.psum_complete = True
@@ -97,8 +97,9 @@ def issue(name, engine, dsts, srcs, *, reads=(), free=None, **cost):
     scalar) operands that only matter as dependencies.
     """
     ctx = runtime.current()
-    if ctx.world is not None:
-        ctx.world.tick(ctx.instance)
+    world = ctx.world
+    if world is not None and world.interleave:
+        world.tick(ctx.instance)
     used = [t._alloc for ts in (dsts, srcs, reads) for t in ts if isinstance(t, NkiTensor)]
     ctx.allocator.step(name, used)
     for d in dsts:

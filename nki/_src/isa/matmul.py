@@ -12,17 +12,20 @@ from ..tensor import NkiTensor
 from ..tiles import read, write
 from ..trace import issue, psum_written
 
-_INPUTS = (
-    dtypes.float8_e4m3,
-    dtypes.float8_e4m3fn,
-    dtypes.float8_e5m2,
-    dtypes.bfloat16,
-    dtypes.float16,
-    dtypes.tfloat32,
-    dtypes.float32,
+# Sets: a membership test is one hash, not a comparison per member (each matmul asks 5).
+_INPUTS = frozenset(
+    (
+        dtypes.float8_e4m3,
+        dtypes.float8_e4m3fn,
+        dtypes.float8_e5m2,
+        dtypes.bfloat16,
+        dtypes.float16,
+        dtypes.tfloat32,
+        dtypes.float32,
+    )
 )
-_FP8 = (dtypes.float8_e4m3, dtypes.float8_e4m3fn, dtypes.float8_e5m2)
-_WIDE = (dtypes.float32, dtypes.tfloat32)
+_FP8 = frozenset((dtypes.float8_e4m3, dtypes.float8_e4m3fn, dtypes.float8_e5m2))
+_WIDE = frozenset((dtypes.float32, dtypes.tfloat32))
 GEMM_STATIONARY_FMAX = 128
 
 

@@ -7,6 +7,7 @@ scale rows and a scale view may start at offset 0, 4, 8 or 12 of a quadrant to p
 scales of several tensors into one tile.
 """
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -35,8 +36,10 @@ def _require_v4(where):
     )
 
 
+@functools.cache
 def scale_rows(groups):
-    """Partitions of the scale view holding the scales of ``groups`` scaling groups."""
+    """Partitions of the scale view holding the scales of ``groups`` scaling groups (a shared
+    tensor: callers only index with it)."""
     i = torch.arange(groups)
     return (i // 4) * QUADRANT + i % 4
 
@@ -97,19 +100,29 @@ def _scale_bits(scale):
     return bits.reshape(scale.shape[0], -1).to(torch.int64)
 
 
+def _factor_of_code():
+    """2**(code - 127) as float32 for every e8m0 code, NaN for the NaN code."""
+    codes = torch.arange(E8M0_NAN + 1)
+    factors = torch.pow(2.0, (codes - E8M0_BIAS).to(torch.float64)).to(torch.float32)
+    return torch.where(codes == E8M0_NAN, torch.tensor(float("nan")), factors)
+
+
+_FACTOR_OF_CODE = _factor_of_code()
+
+
 def _scale_factors(bits):
-    """2**(bits - 127) as float32, NaN for the e8m0 NaN code."""
-    factors = torch.pow(2.0, (bits - E8M0_BIAS).to(torch.float64)).to(torch.float32)
-    return torch.where(bits == E8M0_NAN, torch.tensor(float("nan")), factors)
+    """2**(bits - 127) as float32, NaN for the e8m0 NaN code (``bits``: int64 codes 0..255)."""
+    return torch.index_select(_FACTOR_OF_CODE, 0, bits.flatten()).reshape(bits.shape)
 
 
 def _dequantized(data, scale):
     """float32 ``[K, F, 4]`` values of x4 ``data`` ``[K, F]`` times their group scales."""
     parts, free = data.shape[0], data.free_size
-    values = dtypes.unpack(data.host.reshape(parts, free), data.dtype).reshape(parts, free, 4)
-    bits = _scale_bits(scale)[scale_rows(parts // GROUP_PARTITIONS), :free]
-    factors = _scale_factors(bits).repeat_interleave(GROUP_PARTITIONS, dim=0)
-    return values * factors.unsqueeze(-1)
+    groups = parts // GROUP_PARTITIONS
+    values = dtypes.unpack(data.host.reshape(parts, free), data.dtype)
+    factors = _scale_factors(_scale_bits(scale)[scale_rows(groups), :free])
+    scaled = values.reshape(groups, GROUP_PARTITIONS, free, 4) * factors[:, None, :, None]
+    return scaled.reshape(parts, free, 4)
 
 
 def quantize_mx(
