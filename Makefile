@@ -69,8 +69,11 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: install
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz.py
 
+# Every benchmark, then one table of their numbers against their targets (docs/performance.md);
+# the other torch lane, if it is installed, measures its per-op overhead too.
+OTHER_LANE_PY := $(if $(filter 2.14.1,$(TORCH_VERSION)),.venv-2.13/bin/python,.venv/bin/python)
 bench: install
-	$(PY) benchmarks/eager.py
+	$(PY) benchmarks/summary.py $(if $(wildcard $(OTHER_LANE_PY)),--lane $(OTHER_LANE_PY))
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from targets import verdict
 
 import torch_neuronx.distributed  # noqa: F401  (registers the backend without the autoload hook)
 
@@ -72,7 +73,8 @@ def worker(rank, world, port, iters):
             )
     if rank == 0:
         geomean = torch.tensor(ratios).log().mean().exp().item()
-        print(f"geometric mean ratio neuron/gloo: {geomean:.3f} (target >= 0.95)")
+        met = verdict("all_reduce bus bandwidth vs gloo", geomean, 0.95, at_most=False)
+        print(f"geometric mean ratio neuron/gloo: {geomean:.3f} (target >= 0.95: {met})")
     dist.destroy_process_group()
 
 

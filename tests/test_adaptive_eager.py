@@ -19,9 +19,9 @@ from torch_neuronx import _op_policy as op_policy
 from torch_neuronx import adaptive_eager, metrics
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-# Ops on less than 64 KiB run unqueued. One chunk is 1 MiB of each operand per host thread
-# (262144 float32 values): these sizes give a single partial chunk, exactly two chunks (of
-# float32) and three chunks with a ragged end.
+# Ops on less than 64 KiB run unqueued. One chunk is 1 MiB of each operand (262144 float32
+# values), and the host threads take chunks in turn: these sizes give a single partial chunk,
+# exactly two chunks (of float32) per thread and more with a ragged end.
 THREADS = torch.get_num_threads()
 SIZES = ((256, 129), (512 * THREADS, 1024), (600 * THREADS, 1001))
 # The smallest float32 tensor that is queued.
@@ -440,17 +440,22 @@ def test_the_environment_variables_set_it_up():
     assert "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT=0" in bad.stderr
 
 
-def test_an_error_in_a_queued_op_names_the_line_that_issued_it(tmp_path):
+# One op run alone; two fused in one chunk; two fused over three chunks, which two threads share.
+@pytest.mark.parametrize("ops, elements", [(1, 1 << 16), (2, 1 << 16), (2, 3 << 20)])
+def test_an_error_in_a_queued_op_names_the_line_that_issued_it(tmp_path, ops, elements):
     # Fusable ops are queued only with arguments they accept, so the failure is provoked with a
     # policy that wrongly calls sub fusable on bool tensors, which sub refuses when it runs.
+    # Every op fails; the first one issued is named.
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"fusable": {"why": "test", "Bool": ["sub.Tensor"]}}))
     script = tmp_path / "user_code.py"
     script.write_text(
         "import torch, torch_neuronx\n"
-        "x = torch.ones(1 << 16, dtype=torch.bool, device='neuron')\n"
+        f"x = torch.ones({elements}, dtype=torch.bool, device='neuron')\n"
         "y = x - x\n"
-        "print('queued')\n"
+        + "y = y - x\n" * (ops - 1)
+        + "print('queued')\n"
+        "torch.set_num_threads(2)\n"
         "torch.neuron.synchronize()\n"
     )
     out = run_python(

@@ -341,3 +341,73 @@ def test_in_place_composite_passing_self_as_its_out_behaves_as_on_cpu():
         outer_into("neuron", ())
     assert str(on_neuron.value) == str(on_cpu.value)
     assert torch.equal(outer_into("neuron", (3, 2)), outer_into("cpu", (3, 2)))
+
+
+# The ops with an unboxed host-kernel path (csrc/aten/Unboxed.cpp), in each form of argument it
+# tells apart: neuron tensors, Python numbers and 0-dim CPU tensors (both reach the device as
+# CPU scalars), one tensor passed twice, and two views of one storage.
+UNBOXED = {
+    "add": lambda x, y: x + y,
+    "add_alpha": lambda x, y: torch.add(x, y, alpha=-2),
+    "add_number": lambda x, y: x + 2.5,
+    "add_cpu_scalar": lambda x, y: x + torch.tensor(1.25),
+    "add_itself": lambda x, y: x + x,
+    "add_views": lambda x, y: x[1:] + x[:-1],
+    "sub": lambda x, y: x - y,
+    "mul": lambda x, y: x * y,
+    "mul_number": lambda x, y: 3 * x,
+    "div": lambda x, y: x / y,
+    "div_number": lambda x, y: x / 7,
+    "neg": lambda x, y: -x,
+    "relu": lambda x, y: torch.relu(x),
+    "exp": lambda x, y: torch.exp(x),
+    "tanh": lambda x, y: torch.tanh(x),
+    "sigmoid": lambda x, y: torch.sigmoid(x),
+    "sqrt": lambda x, y: torch.sqrt(x.abs()),
+    "rsqrt": lambda x, y: torch.rsqrt(x.abs()),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "mm": lambda x, y: x @ y.T,
+    "bmm": lambda x, y: torch.bmm(x.view(2, 3, 4), y.view(2, 4, 3)),
+    "addmm": lambda x, y: torch.addmm(y[:, 0], x, y.T),
+    "gelu": lambda x, y: F.gelu(x),
+    "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
+    "softmax": lambda x, y: torch.softmax(x, -1),
+    "log_softmax": lambda x, y: F.log_softmax(x, 0),
+    "compare": lambda x, y: (x > 0.5, x < 0, x == 0),
+    "add_": lambda x, y: x.clone().add_(y),
+    "add_number_": lambda x, y: x.clone().add_(1.5),
+    "sub_": lambda x, y: x.clone().sub_(y),
+    "mul_": lambda x, y: x.clone().mul_(y),
+    "mul_itself_": lambda x, y: x.clone().mul_(x),
+    "div_": lambda x, y: x.clone().div_(y),
+    "div_number_": lambda x, y: x.clone().div_(3),
+    "relu_": lambda x, y: x.clone().relu_(),
+    "zero_": lambda x, y: x.clone().zero_(),
+    "fill_": lambda x, y: x.clone().fill_(0.75),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", UNBOXED)
+def test_ops_of_the_unboxed_path_match_cpu(name, dtype):
+    g = torch.Generator().manual_seed(7)
+    x, y = (torch.randn(6, 4, generator=g).to(dtype) for _ in range(2))
+    assert same(UNBOXED[name](x.to("neuron"), y.to("neuron")), UNBOXED[name](x, y))
+
+
+def test_the_unboxed_path_keeps_integer_bool_and_in_place_semantics():
+    x = torch.arange(-6, 6, dtype=torch.int32).view(3, 4)
+    for fn in (lambda t: t + 3, lambda t: t * t, lambda t: t > 0, lambda t: t // 2 + t.neg()):
+        assert same(fn(x.to("neuron")), fn(x))
+    t, u = torch.ones(4, device="neuron"), torch.arange(4.0, device="neuron")
+    assert t.add_(u) is t and torch.equal(t.cpu(), torch.arange(4.0) + 1)
+    # Errors are the CPU's own: overlapping in-place writes and shapes; a CPU operand that is
+    # not a scalar is refused as on CUDA.
+    for fn in (lambda d: d[1:].add_(d[:-1]), lambda d: d.add_(torch.ones(2, 4, device=d.device))):
+        with pytest.raises(RuntimeError) as on_cpu:
+            fn(torch.arange(4.0))
+        with pytest.raises(RuntimeError) as on_neuron:
+            fn(torch.arange(4.0, device="neuron"))
+        assert str(on_neuron.value) == str(on_cpu.value)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.arange(4.0, device="neuron") + torch.ones(4)

@@ -29,10 +29,10 @@
 namespace neuron::queue {
 namespace {
 
-// Bytes of each operand one chunk covers per host thread: a run's operands stay in the cores'
-// caches from one op of the run to the next, and ATen splits each op's chunk across the threads
-// (the chunks run one after another, so nothing nests parallel regions; each op on a chunk is
-// one parallel region, so a chunk grows with the threads rather than the regions multiplying).
+// Bytes of each operand one chunk covers: a run's operands stay in the core's cache from one op
+// of the run to the next. The host threads take chunks of their own, all of a run in one
+// parallel region: a region per op and chunk would, on a busy host, wait each time for a
+// descheduled thread.
 constexpr int64_t kChunkBytes = 1 << 20;
 // Ops on less than this run where they are issued: recording them costs more than fusing saves.
 constexpr int64_t kMinBytes = 64 << 10;
@@ -244,8 +244,8 @@ struct Operand {
 
 // The rows [r0, r1) of dimension 0 of a chunked operand, as a CPU tensor over device memory
 // (or over the operand's chunk buffer).
-at::Tensor chunk_of(const Operand& o, c10::ScalarType dtype, int64_t r0, int64_t r1,
-    const std::vector<at::Tensor>& scratch) {
+at::Tensor chunk_of(
+    const Operand& o, c10::ScalarType dtype, int64_t r0, int64_t r1, const at::Tensor* scratch) {
   const bool local = o.scratch >= 0;
   auto t = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(local ? scratch[o.scratch].storage() : o.host),
@@ -307,9 +307,7 @@ std::unordered_map<std::string, Plan>& plans() {
 
 const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operand>& operands,
     c10::ScalarType dtype, c10::IntArrayRef sizes, bool flat) {
-  const int threads = std::max(1, at::get_num_threads());
-  std::string key =
-      std::to_string(static_cast<int>(dtype)) + (flat ? "f" : "r") + std::to_string(threads) + ":";
+  std::string key = std::to_string(static_cast<int>(dtype)) + (flat ? "f" : "r") + ":";
   for (auto s : sizes) {
     key += "," + std::to_string(s);
   }
@@ -335,7 +333,7 @@ const Plan& plan_for(const std::vector<Entry>& entries, const std::vector<Operan
   }
   const int64_t numel = c10::multiply_integers(sizes);
   const int64_t row = flat ? 1 : numel / std::max<int64_t>(sizes[0], 1);
-  int64_t elements = kChunkBytes * threads / static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t elements = kChunkBytes / static_cast<int64_t>(c10::elementSize(dtype));
   int64_t rows = flat ? (elements + kChunkAlign - 1) / kChunkAlign * kChunkAlign
                       : std::max<int64_t>(1, elements / std::max<int64_t>(row, 1));
   return cache.emplace(key, Plan{std::move(name), rows}).first->second;
@@ -425,27 +423,62 @@ void run_fused(std::vector<Entry>& entries,
   const auto chunk_bytes = static_cast<size_t>(std::min(plan.rows_per_chunk, rows) *
                                                (numel / std::max<int64_t>(rows, 1))) *
                            c10::elementSize(dtype);
-  const auto& scratch = chunk_buffers(slots.size(), chunk_bytes);
+  // Each worker has a set of buffers of its own.
+  const int64_t workers = std::min<int64_t>(chunks, at::get_num_threads());
+  const auto& scratch = chunk_buffers(slots.size() * workers, chunk_bytes);
   CoreScope core(device, /*pool=*/true, /*rng=*/false);
   trace::Span kernel(
       trace::Kind::Kernel, device, "fused", [&] { return "nc::fused " + plan.name; });
   const auto cpu = c10::DispatchKeySet(c10::DispatchKey::CPU);
-  torch::jit::Stack stack;
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t r0 = c * plan.rows_per_chunk;
-    const int64_t r1 = std::min(rows, r0 + plan.rows_per_chunk);
-    for (size_t i = 0; i < entries.size(); ++i) {
-      stack.clear();
-      const size_t n = entries[i].args.size();
-      for (size_t k = 0; k < n; ++k) {
-        const auto& o = ops.all[ops.first[i] + k];
-        stack.emplace_back(o.chunked ? c10::IValue(chunk_of(o, dtype, r0, r1, scratch)) : o.whole);
+  // Workers take the next chunk as they finish one, so that a worker the host deschedules holds
+  // up at most the chunk it is on.
+  std::atomic<int64_t> next{0};
+  // The failure of the earliest op, attributed on this thread once the region has ended: the
+  // attribution reads the Python line the op was issued at.
+  std::mutex failure_lock;
+  std::optional<std::pair<size_t, std::exception_ptr>> failure;
+  auto work = [&](int64_t worker) {
+    const at::Tensor* buffers = scratch.data() + slots.size() * worker;
+    torch::jit::Stack stack;
+    for (int64_t c = next++; c < chunks; c = next++) {
+      const int64_t r0 = c * plan.rows_per_chunk;
+      const int64_t r1 = std::min(rows, r0 + plan.rows_per_chunk);
+      for (size_t i = 0; i < entries.size(); ++i) {
+        stack.clear();
+        const size_t n = entries[i].args.size();
+        for (size_t k = 0; k < n; ++k) {
+          const auto& o = ops.all[ops.first[i] + k];
+          stack.emplace_back(
+              o.chunked ? c10::IValue(chunk_of(o, dtype, r0, r1, buffers)) : o.whole);
+        }
+        try {
+          entries[i].fusion->out_op->redispatchBoxed(cpu, &stack);
+        } catch (...) {
+          std::lock_guard<std::mutex> guard(failure_lock);
+          if (!failure || failure->first > i) {
+            failure.emplace(i, std::current_exception());
+          }
+          next = chunks;
+          return;
+        }
       }
-      try {
-        entries[i].fusion->out_op->redispatchBoxed(cpu, &stack);
-      } catch (const std::exception& error) {
-        rethrow_attributed(entries[i], error);
+    }
+  };
+  // A lone worker runs on this thread, where the ops of a lone chunk split it across the threads.
+  if (workers == 1) {
+    work(0);
+  } else {
+    at::parallel_for(0, workers, 1, [&](int64_t first, int64_t last) {
+      for (int64_t w = first; w < last; ++w) {
+        work(w);
       }
+    });
+  }
+  if (failure) {
+    try {
+      std::rethrow_exception(failure->second);
+    } catch (const std::exception& error) {
+      rethrow_attributed(entries[failure->first], error);
     }
   }
 }

@@ -7,6 +7,7 @@
 #include "aten/Routing.h"
 #include "aten/Fallback.h"
 #include "aten/HostComposites.h"
+#include "aten/Unboxed.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -73,6 +74,18 @@ RouteCounts route_ops(const Routes& routes) {
     std::unordered_set<std::string> by_name(
         routes.device_selecting.begin(), routes.device_selecting.end());
     auto& dispatcher = c10::Dispatcher::singleton();
+    // The unboxed host-kernel path, for the ops the policy leaves native.
+    for (const auto& kernel : unboxed_kernels()) {
+      const auto dot = kernel.name.find('.');
+      auto op = dispatcher.findOp({"aten::" + kernel.name.substr(0, dot),
+          dot == std::string::npos ? std::string() : kernel.name.substr(dot + 1)});
+      if (op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+          !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+          !fallback.count(kernel.name) && !masked.count(kernel.name) &&
+          !by_name.count(kernel.name)) {
+        lib->impl(kernel.name.c_str(), kernel.make());
+      }
+    }
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (!is_aten(name)) {
         continue;
