@@ -366,6 +366,8 @@ UNBOXED = {
     "sqrt": lambda x, y: torch.sqrt(x.abs()),
     "rsqrt": lambda x, y: torch.rsqrt(x.abs()),
     "where": lambda x, y: torch.where(x > 0, x, y),
+    "sum": lambda x, y: (x.sum(), x.sum(0), x.sum(-1, keepdim=True), x.sum(1, dtype=torch.float32)),
+    "mean": lambda x, y: (x.mean(0), x.mean((0, 1), keepdim=True)),
     "mm": lambda x, y: x @ y.T,
     "bmm": lambda x, y: torch.bmm(x.view(2, 3, 4), y.view(2, 4, 3)),
     "addmm": lambda x, y: torch.addmm(y[:, 0], x, y.T),
@@ -397,7 +399,13 @@ def test_ops_of_the_unboxed_path_match_cpu(name, dtype):
 
 def test_the_unboxed_path_keeps_integer_bool_and_in_place_semantics():
     x = torch.arange(-6, 6, dtype=torch.int32).view(3, 4)
-    for fn in (lambda t: t + 3, lambda t: t * t, lambda t: t > 0, lambda t: t // 2 + t.neg()):
+    for fn in (
+        lambda t: t + 3,
+        lambda t: t * t,
+        lambda t: t > 0,
+        lambda t: t // 2 + t.neg(),
+        lambda t: t.sum(1),
+    ):
         assert same(fn(x.to("neuron")), fn(x))
     t, u = torch.ones(4, device="neuron"), torch.arange(4.0, device="neuron")
     assert t.add_(u) is t and torch.equal(t.cpu(), torch.arange(4.0) + 1)

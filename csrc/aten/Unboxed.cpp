@@ -199,6 +199,8 @@ const std::vector<UnboxedKernel>& unboxed_kernels() {
       Unboxed<at::_ops::sqrt>::kernel(),
       Unboxed<at::_ops::rsqrt>::kernel(),
       Unboxed<at::_ops::where_self>::kernel(),
+      Unboxed<at::_ops::sum_dim_IntList>::kernel(),
+      Unboxed<at::_ops::mean_dim>::kernel(),
       Unboxed<at::_ops::mm>::kernel(),
       Unboxed<at::_ops::bmm>::kernel(),
       Unboxed<at::_ops::addmm>::kernel(),
