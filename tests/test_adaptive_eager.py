@@ -452,9 +452,7 @@ def test_an_error_in_a_queued_op_names_the_line_that_issued_it(tmp_path, ops, el
     script.write_text(
         "import torch, torch_neuronx\n"
         f"x = torch.ones({elements}, dtype=torch.bool, device='neuron')\n"
-        "y = x - x\n"
-        + "y = y - x\n" * (ops - 1)
-        + "print('queued')\n"
+        "y = x - x\n" + "y = y - x\n" * (ops - 1) + "print('queued')\n"
         "torch.set_num_threads(2)\n"
         "torch.neuron.synchronize()\n"
     )
