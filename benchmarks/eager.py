@@ -84,6 +84,7 @@ def memory_history():
         torch.neuron.memory._record_memory_history(None)
 
 
+# The listener's library, kept alive for the process: dropping it would undefine the op.
 LISTENERS = []
 # Each hook's switch, on for the block; adaptive eager sees ops too small to queue.
 HOOKS = {
