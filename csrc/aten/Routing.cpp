@@ -74,18 +74,6 @@ RouteCounts route_ops(const Routes& routes) {
     std::unordered_set<std::string> by_name(
         routes.device_selecting.begin(), routes.device_selecting.end());
     auto& dispatcher = c10::Dispatcher::singleton();
-    // The unboxed host-kernel path, for the ops the policy leaves native.
-    for (const auto& kernel : unboxed_kernels()) {
-      const auto dot = kernel.name.find('.');
-      auto op = dispatcher.findOp({"aten::" + kernel.name.substr(0, dot),
-          dot == std::string::npos ? std::string() : kernel.name.substr(dot + 1)});
-      if (op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
-          !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
-          !fallback.count(kernel.name) && !masked.count(kernel.name) &&
-          !by_name.count(kernel.name)) {
-        lib->impl(kernel.name.c_str(), kernel.make());
-      }
-    }
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (!is_aten(name)) {
         continue;
@@ -111,6 +99,14 @@ RouteCounts route_ops(const Routes& routes) {
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+      // The hottest ops the policy leaves native have an unboxed version of the host-kernel
+      // path; an op with no CPU kernel of its own decomposes before it reaches the device.
+      if (cpu && !by_name.count(qualified)) {
+        if (auto kernel = unboxed_kernel(name)) {
+          lib->impl(qualified.c_str(), std::move(*kernel));
+          continue;
+        }
+      }
       if ((cpu && composite) || by_name.count(qualified)) {
         lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_native>());
         ++counts.native;

@@ -16,6 +16,7 @@
 #include <array>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 namespace neuron {
@@ -174,9 +175,8 @@ struct Unboxed<Op, Ret(Args...)> {
     }
   }
 
-  static UnboxedKernel kernel() {
-    return {std::string(Op::name).substr(6) +
-                (*Op::overload_name ? std::string(".") + Op::overload_name : std::string()),
+  static std::pair<c10::OperatorName, torch::CppFunction (*)()> kernel() {
+    return {c10::OperatorName(Op::name, Op::overload_name),
         [] { return torch::CppFunction::makeFromUnboxedFunction(TORCH_FN(Unboxed::call)); }};
   }
 };
@@ -185,8 +185,8 @@ struct Unboxed<Op, Ret(Args...)> {
 
 // Ops with a CPU kernel of their own: an overload without one (add.Scalar, sum) decomposes into
 // one that has, above the device, and the user's tools name what reaches the device.
-const std::vector<UnboxedKernel>& unboxed_kernels() {
-  static const std::vector<UnboxedKernel> kernels = {
+std::optional<torch::CppFunction> unboxed_kernel(const c10::OperatorName& op) {
+  static const std::unordered_map<c10::OperatorName, torch::CppFunction (*)()> kernels = {
       Unboxed<at::_ops::add_Tensor>::kernel(),
       Unboxed<at::_ops::sub_Tensor>::kernel(),
       Unboxed<at::_ops::mul_Tensor>::kernel(),
@@ -218,7 +218,11 @@ const std::vector<UnboxedKernel>& unboxed_kernels() {
       Unboxed<at::_ops::zero_>::kernel(),
       Unboxed<at::_ops::fill__Scalar>::kernel(),
   };
-  return kernels;
+  auto it = kernels.find(op);
+  if (it == kernels.end()) {
+    return std::nullopt;
+  }
+  return it->second();
 }
 
 } // namespace neuron

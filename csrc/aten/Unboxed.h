@@ -7,16 +7,11 @@
 
 #include <torch/library.h>
 
-#include <string>
-#include <vector>
+#include <optional>
 
 namespace neuron {
 
-struct UnboxedKernel {
-  std::string name; // "name.overload", as op_policy.json names ops
-  torch::CppFunction (*make)();
-};
-
-const std::vector<UnboxedKernel>& unboxed_kernels();
+// The unboxed kernel of `op`, if it has one.
+std::optional<torch::CppFunction> unboxed_kernel(const c10::OperatorName& op);
 
 } // namespace neuron
