@@ -28,6 +28,9 @@ SIZES = ((256, 129), (512 * THREADS, 1024), (600 * THREADS, 1001))
 QUEUED = 16384
 FUSABLE = list(zip(*op_policy.fusable_ops()))
 LONG_RUN = int(os.environ.get("FUZZ_EXAMPLES", "0"))
+# Masks (`condition` arguments) are the chain's first tensors as bool, x > 0: as an attention
+# mask, an input of the run.
+MASKS = 3
 # Ops fused around the op under test, from the same dtype's list.
 COMPANIONS = {"Float": ["mul.Tensor", "add.Scalar"], "BFloat16": ["relu", "exp"]}
 
@@ -84,7 +87,8 @@ SCALARS = {
 def call_args(op, pool, draw, broadcasts=0):
     """Arguments for one call of `op` drawn from the tensors in `pool` (indices) and SCALARS;
     with `broadcasts`, a third of the tensor arguments other than one full-shape one (`self`,
-    when the op writes it) are drawn from that many tensors that broadcast to the shape."""
+    when the op writes it) are drawn from that many tensors that broadcast to the shape, and
+    masks likewise from the bool masks of the first MASKS tensors or of the broadcast ones."""
     args = []
     tensors = [a for a in op._schema.arguments if isinstance(a.type, torch.TensorType)]
     full = None
@@ -92,7 +96,12 @@ def call_args(op, pool, draw, broadcasts=0):
         full = tensors[0] if op._schema.name.endswith("_") else tensors[draw(len(tensors))]
     for arg in op._schema.arguments:
         keyword = arg.name if arg.kwarg_only else None
-        if isinstance(arg.type, torch.TensorType):
+        if isinstance(arg.type, torch.TensorType) and arg.name == "condition":
+            if full is not None and arg is not full and draw(3) == 0:
+                args.append((keyword, "broadcast mask", draw(broadcasts)))
+            else:
+                args.append((keyword, "mask", draw(MASKS)))
+        elif isinstance(arg.type, torch.TensorType):
             if full is not None and arg is not full and draw(3) == 0:
                 args.append((keyword, "broadcast", draw(broadcasts)))
             else:
@@ -114,10 +123,14 @@ def replay(chain, tensors, device, queued, broadcasts=()):
     """Runs `chain` (name, args) on copies of `tensors` and `broadcasts` on `device`; returns
     every full-shape tensor."""
     pool = [t.to(device, copy=True) for t in tensors]
-    broadcasts = [t.to(device) for t in broadcasts]
+    sources = {
+        "tensor": pool,
+        "broadcast": [t.to(device) for t in broadcasts],
+        "mask": [(t > 0).to(device) for t in tensors[:MASKS]],
+        "broadcast mask": [(t > 0).to(device) for t in broadcasts],
+    }
     with queue(queued) if device != "cpu" else contextlib.nullcontext():
         for name, args in chain:
-            sources = {"tensor": pool, "broadcast": broadcasts}
             values = [(key, sources[kind][v] if kind in sources else v) for key, kind, v in args]
             result = aten_op(name)(
                 *[v for key, v in values if key is None],
@@ -179,9 +192,11 @@ def test_each_fusable_op_gives_the_same_bits_wherever_chunks_end(name, dtype):
         args = call_args(op, range(3), lambda k: next(counter) % k)
 
         def run(lo, hi):
-            values = [
-                (key, tensors[v][lo:hi].clone() if kind == "tensor" else v) for key, kind, v in args
-            ]
+            pieces = {
+                "tensor": lambda v: tensors[v][lo:hi].clone(),
+                "mask": lambda v: tensors[v][lo:hi] > 0,
+            }
+            values = [(key, pieces[kind](v) if kind in pieces else v) for key, kind, v in args]
             result = op(
                 *[v for key, v in values if key is None],
                 **{key: v for key, v in values if key is not None},

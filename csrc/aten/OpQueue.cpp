@@ -51,6 +51,11 @@ struct Fusion {
   std::optional<c10::OperatorHandle> out_op;
   bool inplace = false;
   uint64_t dtypes = 0; // one bit per ScalarType
+  // The argument whose dtype the result has (where's `self` follows its `condition`).
+  size_t self_arg = 0;
+  // Arguments that are masks (ATen names them `condition` or `mask`): bool tensors, one bit
+  // per argument. Every other tensor argument has the run's dtype.
+  uint64_t masks = 0;
   std::string name;
 };
 
@@ -174,8 +179,8 @@ bool chunked_by_rows(const at::Tensor& t, c10::IntArrayRef shape) {
 
 // Everything the queue needs to know about a tensor argument of an op whose result has `shape`,
 // checked without any lock.
-bool eligible_tensor(
-    const at::Tensor& t, const at::Tensor& self, c10::IntArrayRef shape, bool written) {
+bool eligible_tensor(const at::Tensor& t, const at::Tensor& self, c10::IntArrayRef shape,
+    bool written, bool mask) {
   if (!t.defined() || t.is_conj() || t.is_neg() || c10::isComplexType(t.scalar_type())) {
     return false;
   }
@@ -188,7 +193,8 @@ bool eligible_tensor(
   if (t.dim() == 0) {
     return true;
   }
-  if (t.scalar_type() != self.scalar_type() || (written && t.sizes() != shape)) {
+  if (t.scalar_type() != (mask ? c10::ScalarType::Bool : self.scalar_type()) ||
+      (written && t.sizes() != shape)) {
     return false;
   }
   // Written tensors, and without prologues every tensor, must be plain contiguous memory.
@@ -234,6 +240,7 @@ std::string user_line(const std::shared_ptr<c10::GatheredContext>& issued_at) {
 struct Operand {
   c10::IValue whole;
   c10::Storage host;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
   int64_t offset = 0;
   c10::SmallVector<int64_t, 5> sizes;
   c10::SmallVector<int64_t, 5> strides;
@@ -244,12 +251,11 @@ struct Operand {
 
 // The rows [r0, r1) of dimension 0 of a chunked operand, as a CPU tensor over device memory
 // (or over the operand's chunk buffer).
-at::Tensor chunk_of(
-    const Operand& o, c10::ScalarType dtype, int64_t r0, int64_t r1, const at::Tensor* scratch) {
+at::Tensor chunk_of(const Operand& o, int64_t r0, int64_t r1, const at::Tensor* scratch) {
   const bool local = o.scratch >= 0;
   auto t = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(local ? scratch[o.scratch].storage() : o.host),
-      c10::DispatchKeySet(c10::DispatchKey::CPU), c10::scalarTypeToTypeMeta(dtype));
+      c10::DispatchKeySet(c10::DispatchKey::CPU), c10::scalarTypeToTypeMeta(o.dtype));
   auto sizes = o.sizes;
   sizes[0] = r1 - r0;
   t.unsafeGetTensorImpl()->set_sizes_and_strides(
@@ -361,6 +367,7 @@ Operands operands_of(const std::vector<Entry>& entries,
       if (by_rows) {
         const auto& t = v.toTensor();
         o.chunked = true;
+        o.dtype = t.scalar_type();
         auto slot = slots.find(t.storage().unsafeGetStorageImpl());
         o.scratch = slot == slots.end() ? -1 : slot->second;
         if (o.scratch < 0) {
@@ -449,7 +456,7 @@ void run_fused(std::vector<Entry>& entries,
         for (size_t k = 0; k < n; ++k) {
           const auto& o = ops.all[ops.first[i] + k];
           stack.emplace_back(
-              o.chunked ? c10::IValue(chunk_of(o, dtype, r0, r1, buffers)) : o.whole);
+              o.chunked ? c10::IValue(chunk_of(o, r0, r1, buffers)) : o.whole);
         }
         try {
           entries[i].fusion->out_op->redispatchBoxed(cpu, &stack);
@@ -581,10 +588,10 @@ c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
 // and every operand is one a chunk of the run can read.
 std::optional<c10::SmallVector<int64_t, 5>> queueable_shape(
     const Fusion& f, const torch::jit::Stack& stack, size_t first) {
-  if (!stack[first].isTensor()) {
+  if (!stack[first + f.self_arg].isTensor()) {
     return std::nullopt;
   }
-  const at::Tensor& self = stack[first].toTensor();
+  const at::Tensor& self = stack[first + f.self_arg].toTensor();
   if (self.device().type() != kNeuron || (f.dtypes & dtype_bit(self.scalar_type())) == 0) {
     return std::nullopt;
   }
@@ -599,8 +606,10 @@ std::optional<c10::SmallVector<int64_t, 5>> queueable_shape(
   }
   for (size_t i = first; i < stack.size(); ++i) {
     const auto& v = stack[i];
-    if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, shape, i == first && f.inplace)
-                     : (v.isList() || v.isComplexDouble())) {
+    const bool mask = (f.masks >> (i - first)) & 1;
+    if (v.isTensor()
+            ? !eligible_tensor(v.toTensor(), self, shape, i == first && f.inplace, mask)
+            : (v.isList() || v.isComplexDouble())) {
       return std::nullopt;
     }
   }
@@ -677,7 +686,7 @@ c10::IValue bind_result(Queue& q, const Fusion& f, const c10::OperatorHandle& op
     e.args.push_back(e.args.front());
     return stack[first];
   }
-  const at::Tensor& self = stack[first].toTensor();
+  const at::Tensor& self = stack[first + f.self_arg].toTensor();
   c10::DeviceGuard guard(self.device());
   bool strided = false;
   for (size_t i = first; i < stack.size(); ++i) {
@@ -740,7 +749,7 @@ bool enqueue(
   if (!compatible_among(uses)) {
     return decline();
   }
-  const at::Tensor self = stack[first].toTensor();
+  const at::Tensor self = stack[first + f.self_arg].toTensor();
   make_room(q, self, *shape, uses);
   c10::IValue result = bind_result(q, f, op, stack, first, *shape, e, uses);
   admit(q, std::move(e), uses, start, self, *shape, f.inplace);
@@ -862,6 +871,15 @@ void set_fusable(const std::vector<std::string>& ops, const std::vector<std::str
     auto& f = table[&op->schema()];
     f.out_op = out;
     f.inplace = inplace;
+    for (size_t k = 0; k < args.size(); ++k) {
+      const auto& name = args[k].name();
+      if (name == "self") {
+        f.self_arg = k;
+      }
+      if (name == "condition" || name == "mask") {
+        f.masks |= uint64_t{1} << k;
+      }
+    }
     f.dtypes |= dtype_bit(*dtype);
     f.name = qualified;
   }
