@@ -5,8 +5,8 @@
     foreach=False: speedup target >= 1.5 (geometric mean, and the cheap chain alone), and the
     1 MB chain never slower (>= 0.97);
 (b) the TinyGPT training step: speedup target >= 1.05, and no round slower;
-(c) per-op cost of queued ops: elementwise ops on 128 KiB tensors (above the 64 KiB an op
-    needs to be queued), with the queue off, on with a limit of 1 (each op queued and run
+(c) per-op cost of queued ops: elementwise ops on 2 MiB tensors (an op is queued when it spans
+    more than one 1 MiB chunk), with the queue off, on with a limit of 1 (each op queued and run
     alone: nothing fuses) and on with the default limit, each against the same op on CPU
     tensors in the same run; microseconds the queue adds when nothing fuses, target <= 0.3.
     The counters show how many of the ops were queued.
@@ -274,11 +274,11 @@ QUEUED_OPS = {
     "relu": lambda a, b: torch.relu(a),
     "where": lambda a, b: torch.where(a > 0, a, b),
 }
-# Float32 elements of (c)'s tensors: 128 KiB, twice what an op needs to be queued.
-QUEUED_NUMEL = 32 * 1024
+# Float32 elements of (c)'s tensors: 2 MiB, two chunks (an op on one chunk is not queued).
+QUEUED_NUMEL = 512 * 1024
 
 
-def overheads(rounds=7, iters=2000):
+def overheads(rounds=7, iters=500):
     """Microseconds per op on CPU tensors and on neuron tensors with the queue off, on with a
     limit of 1 op (each queued op runs alone, nothing fuses) and on with the default limit; and
     per neuron mode, the counters of 100 calls of each op."""

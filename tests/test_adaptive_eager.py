@@ -19,13 +19,19 @@ from torch_neuronx import _op_policy as op_policy
 from torch_neuronx import adaptive_eager, metrics
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-# Ops on less than 64 KiB run unqueued. One chunk is 1 MiB of each operand (262144 float32
-# values), and the host threads take chunks in turn: these sizes give a single partial chunk,
-# exactly two chunks (of float32) per thread and more with a ragged end.
+# One chunk is 1 MiB of each operand (262144 float32 values), and ops on one chunk or less run
+# unqueued. The host threads take chunks in turn: these sizes (of float32; bfloat16 has twice
+# the rows) give a chunk and a sliver, exactly two chunks per thread and more with a ragged end.
+CHUNK = 262144
 THREADS = torch.get_num_threads()
-SIZES = ((256, 129), (512 * THREADS, 1024), (600 * THREADS, 1001))
-# The smallest float32 tensor that is queued.
-QUEUED = 16384
+FLOAT32_SIZES = ((257, 1024), (512 * THREADS, 1024), (600 * THREADS, 1001))
+# A float32 tensor just over a chunk, which is queued.
+QUEUED = CHUNK + 512
+
+
+def sizes(dtype):
+    return [(rows * 4 // dtype.itemsize, cols) for rows, cols in FLOAT32_SIZES]
+
 FUSABLE = list(zip(*op_policy.fusable_ops()))
 LONG_RUN = int(os.environ.get("FUZZ_EXAMPLES", "0"))
 # Masks (`condition` arguments) are the chain's first tensors as bool, x > 0: as an attention
@@ -166,7 +172,7 @@ def draw_chain(draw_index, names, length, broadcasts=0):
 @pytest.mark.parametrize("name,dtype", FUSABLE, ids=[f"{n}-{d}" for n, d in FUSABLE])
 def test_each_fusable_op_is_bit_identical_in_a_fused_run(name, dtype):
     torch_dtype = getattr(torch, {"Float": "float32", "BFloat16": "bfloat16"}[dtype])
-    for seed, shape in enumerate(SIZES):
+    for seed, shape in enumerate(sizes(torch_dtype)):
         tensors = operands(shape, torch_dtype, 3, seed)
         counter = iter(range(10**6))
         # The op twice, between ops that are fused with it, with its arguments varied.
@@ -220,8 +226,8 @@ def test_each_fusable_op_gives_the_same_bits_wherever_chunks_end(name, dtype):
 def test_random_fused_chains_match_unqueued_and_cpu(data):
     dtype = data.draw(st.sampled_from(sorted({d for _, d in FUSABLE})))
     names = [n for n, d in FUSABLE if d == dtype]
-    shape = data.draw(st.sampled_from(SIZES))
     torch_dtype = {"Float": torch.float32, "BFloat16": torch.bfloat16}[dtype]
+    shape = data.draw(st.sampled_from(sizes(torch_dtype)))
     seed = data.draw(st.integers(0, 1000))
     tensors = operands(shape, torch_dtype, 3, seed)
     # A row, a row with a leading 1 (each read whole by every chunk) and a column (cut into
@@ -263,7 +269,7 @@ def test_operands_that_broadcast_join_a_run():
 
 def queued_pair():
     """Two queued ops on a fresh tensor; returns (neuron result, CPU result)."""
-    x = torch.arange(QUEUED, dtype=torch.float32).view(128, 128)
+    x = torch.arange(QUEUED, dtype=torch.float32).view(-1, 512)
     y = (x.to("neuron") * 2).add_(1)
     assert adaptive_eager.stats()["queued_ops"] == 2
     return y, (x * 2).add_(1)
@@ -312,9 +318,9 @@ def test_each_boundary_runs_the_queue(boundary, index):
 
 def test_small_ops_run_where_they_are_issued():
     with queue():
-        y = torch.ones(QUEUED - 1, device="neuron") * 2
+        y = torch.ones(CHUNK, device="neuron") * 2
         assert adaptive_eager.stats()["queued_ops"] == 0
-        assert torch.equal(y.cpu(), torch.full((QUEUED - 1,), 2.0))
+        assert torch.equal(y.cpu(), torch.full((CHUNK,), 2.0))
 
 
 def test_a_cpu_scalar_is_read_when_the_op_is_issued():
@@ -392,8 +398,25 @@ def test_disjoint_views_of_one_storage_share_a_run():
         assert adaptive_eager.stats()["fused_kernels"] == 1
 
 
+def test_intermediates_keep_their_values_until_their_last_use():
+    # Dropped intermediates share chunk buffers once nothing later in the run reads them: `t`
+    # must survive three later ops, while `u` and `w` come and go.
+    x = torch.randn(3 * CHUNK)
+
+    def program(x):
+        t = x * 2
+        u = t + 1
+        w = u * t
+        return (w - t).tanh() * t
+
+    with queue():
+        got = program(x.to("neuron"))
+        assert_same_bits(got, program(x))
+        assert adaptive_eager.stats()["fused_ops"] == 6
+
+
 def test_transposed_views_join_a_run_as_prologues():
-    x = torch.randn(300, 200)
+    x = torch.randn(600, 500)
     want = x.t() * 2 + 1
     with queue(prologue=True):
         y = x.to("neuron").t() * 2 + 1
@@ -455,8 +478,9 @@ def test_the_environment_variables_set_it_up():
     assert "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT=0" in bad.stderr
 
 
-# One op run alone; two fused in one chunk; two fused over three chunks, which two threads share.
-@pytest.mark.parametrize("ops, elements", [(1, 1 << 16), (2, 1 << 16), (2, 3 << 20)])
+# One op run alone; two fused over a chunk and a sliver; two fused over three chunks, which two
+# threads share.
+@pytest.mark.parametrize("ops, elements", [(1, 3 << 20), (2, (1 << 20) + 64), (2, 3 << 20)])
 def test_an_error_in_a_queued_op_names_the_line_that_issued_it(tmp_path, ops, elements):
     # Fusable ops are queued only with arguments they accept, so the failure is provoked with a
     # policy that wrongly calls sub fusable on bool tensors, which sub refuses when it runs.
@@ -487,11 +511,12 @@ def test_training_steps_are_bit_identical_to_unqueued_and_cpu():
     def adam(params):
         return torch.optim.Adam(params, lr=1e-3, foreach=False)
 
-    want_losses, want_model = train("cpu", 20, adam, d=64, layers=2)
+    # d=320: the MLP's weights, their gradients and Adam's state span more than a chunk.
+    want_losses, want_model = train("cpu", 20, adam, d=320, layers=2)
     with queue(False):
-        off_losses, off_model = train("neuron", 20, adam, d=64, layers=2)
+        off_losses, off_model = train("neuron", 20, adam, d=320, layers=2)
     with queue(True):
-        on_losses, on_model = train("neuron", 20, adam, d=64, layers=2)
+        on_losses, on_model = train("neuron", 20, adam, d=320, layers=2)
         stats = adaptive_eager.stats()
     assert stats["fused_kernels"] > 0 and stats["queued_ops"] > stats["fused_kernels"]
     assert on_losses == off_losses == want_losses

@@ -56,7 +56,7 @@ def chain(x, y):
     return ((x * 1.5 + y).tanh() * y - x).exp().sub(0.25).mul(y).clamp(-2, 2)
 
 
-def inputs(n=1 << 14, seed=0):
+def inputs(n=1 << 19, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, generator=g), torch.randn(n, generator=g)
 
@@ -68,11 +68,12 @@ def mlp_training(device):
     """Losses and parameters after 3 AdamW steps of an MLP under bf16 autocast."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(128, 256), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(256, 128)
+        torch.nn.Linear(512, 1024), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(1024, 512)
     ).to(device)
-    # foreach=False: the per-parameter float update is elementwise ops the queue fuses.
+    # foreach=False: the per-parameter float update is elementwise ops the queue fuses (each
+    # weight spans two chunks).
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
-    x = torch.randn(32, 128).to(device)
+    x = torch.randn(32, 512).to(device)
     losses = []
     for _ in range(3):
         opt.zero_grad()
@@ -269,16 +270,16 @@ if neuron_inputs:
     compiled = torch.compile(lambda a: a * 3, backend="neuron")
 else:
     compiled = torch.compile(lambda n: torch.ones(n, device="neuron") * 3, backend="neuron")
-x = torch.randn(1 << 14)
+x = torch.randn(1 << 19)
 xn = x.to("neuron")
-arg = xn if neuron_inputs else 1 << 14
+arg = xn if neuron_inputs else 1 << 19
 compiled(arg)
 adaptive_eager.enable()
 queued = xn * 2 + 1
 before = adaptive_eager.stats()
 result = compiled(arg)
 after = adaptive_eager.stats()
-expected = x * 3 if neuron_inputs else torch.full((1 << 14,), 3.0)
+expected = x * 3 if neuron_inputs else torch.full((1 << 19,), 3.0)
 assert torch.equal(queued.cpu(), x * 2 + 1) and torch.equal(result.cpu(), expected)
 print(json.dumps({k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}))
 """
@@ -370,7 +371,7 @@ def test_data_parallel_training_is_bitwise_unqueued(mode, tmp_path):
     done = torchrun(mode, str(tmp_path / mode))
     assert done.returncode == 0, done.stderr[-4000:]
     ranks = [torch.load(tmp_path / f"{mode}.rank{r}.pt") for r in range(2)]
-    expected_sum = sum((torch.full((1 << 14,), r + 1.0) * 0.75 + 0.5).exp().log() for r in range(2))
+    expected_sum = sum((torch.full((1 << 19,), r + 1.0) * 0.75 + 0.5).exp().log() for r in range(2))
     for rank in ranks:
         assert rank["enabled"]
         stats = rank["stats"]

@@ -18,6 +18,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/accumulate.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
 #include <algorithm>
@@ -34,8 +35,6 @@ namespace {
 // parallel region: a region per op and chunk would, on a busy host, wait each time for a
 // descheduled thread.
 constexpr int64_t kChunkBytes = 1 << 20;
-// Ops on less than this run where they are issued: recording them costs more than fusing saves.
-constexpr int64_t kMinBytes = 64 << 10;
 // Fresh results a queue may hold before it runs: intermediates stay in memory until then.
 constexpr int64_t kQueueBytes = 256 << 20;
 // Chunks of whole vectors, so that they split no SIMD vector (boundaries are proven harmless by
@@ -268,19 +267,69 @@ bool dropped(const Queue& q, const c10::StorageImpl* storage) {
          q.held.at(storage);
 }
 
+// The chunk-buffer slot of each dropped result, and how many slots there are.
+struct Slots {
+  std::unordered_map<const c10::StorageImpl*, int> of;
+  int count = 0;
+};
+
 // The fresh results of a run that the caller has dropped: the fused kernel need not write them
-// to memory. Each gets a chunk-buffer slot.
-std::unordered_map<const c10::StorageImpl*, int> dropped_results(
-    const Queue& q, const std::vector<Entry>& entries) {
-  std::unordered_map<const c10::StorageImpl*, int> slots;
-  for (const auto& e : entries) {
-    if (e.fusion->inplace) {
-      continue;
+// to memory, and keeps each in a chunk-buffer slot from the op that writes it to the last op
+// that uses it. An op after that reuses the slot, as eager's allocator would reuse the freed
+// block: a chain then works in two or three buffers that stay in the core's cache.
+Slots dropped_results(const Queue& q, const std::vector<Entry>& entries) {
+  std::unordered_map<const c10::StorageImpl*, size_t> last_use;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (!e.fusion->inplace) {
+      auto* storage = e.args.back().toTensor().storage().unsafeGetStorageImpl();
+      // A released one stays in its buffer even if a weak reference has revived it since.
+      if (storage->data_ptr().get() == nullptr || dropped(q, storage)) {
+        last_use.emplace(storage, i);
+      }
     }
-    auto* storage = e.args.back().toTensor().storage().unsafeGetStorageImpl();
-    // A released one stays in its buffer even if a weak reference has revived it since.
-    if (storage->data_ptr().get() == nullptr || dropped(q, storage)) {
-      slots.emplace(storage, static_cast<int>(slots.size()));
+  }
+  Slots slots;
+  std::vector<int> unused;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& args = entries[i].args;
+    for (const auto& v : args) {
+      if (!v.isTensor()) {
+        continue;
+      }
+      auto it = last_use.find(v.toTensor().storage().unsafeGetStorageImpl());
+      if (it != last_use.end()) {
+        it->second = i;
+      }
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (!e.fusion->inplace) {
+      auto* result = e.args.back().toTensor().storage().unsafeGetStorageImpl();
+      if (last_use.count(result)) {
+        int slot = slots.count;
+        if (unused.empty()) {
+          ++slots.count;
+        } else {
+          slot = unused.back();
+          unused.pop_back();
+        }
+        slots.of.emplace(result, slot);
+      }
+    }
+    // Slots whose last use this op was are free for the ops after it (never for its own
+    // result, which must not share memory with what it reads).
+    for (const auto& v : e.args) {
+      if (!v.isTensor()) {
+        continue;
+      }
+      auto* storage = v.toTensor().storage().unsafeGetStorageImpl();
+      auto use = last_use.find(storage);
+      if (use != last_use.end() && use->second == i) {
+        unused.push_back(slots.of.at(storage));
+        last_use.erase(use);
+      }
     }
   }
   return slots;
@@ -355,7 +404,7 @@ struct Operands {
 };
 
 Operands operands_of(const std::vector<Entry>& entries,
-    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::IntArrayRef sizes) {
+    const Slots& slots, c10::IntArrayRef sizes) {
   Operands ops;
   for (const auto& e : entries) {
     ops.first.push_back(ops.all.size());
@@ -368,8 +417,8 @@ Operands operands_of(const std::vector<Entry>& entries,
         const auto& t = v.toTensor();
         o.chunked = true;
         o.dtype = t.scalar_type();
-        auto slot = slots.find(t.storage().unsafeGetStorageImpl());
-        o.scratch = slot == slots.end() ? -1 : slot->second;
+        auto slot = slots.of.find(t.storage().unsafeGetStorageImpl());
+        o.scratch = slot == slots.of.end() ? -1 : slot->second;
         if (o.scratch < 0) {
           o.host = host_storage(t.storage().unsafeGetStorageImpl());
         }
@@ -418,7 +467,7 @@ const std::vector<at::Tensor>& chunk_buffers(size_t count, size_t bytes) {
 }
 
 void run_fused(std::vector<Entry>& entries,
-    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::DeviceIndex device,
+    const Slots& slots, c10::DeviceIndex device,
     c10::ScalarType dtype, c10::IntArrayRef sizes) {
   const int64_t numel = c10::multiply_integers(sizes);
   const Operands ops = operands_of(entries, slots, sizes);
@@ -432,7 +481,7 @@ void run_fused(std::vector<Entry>& entries,
                            c10::elementSize(dtype);
   // Each worker has a set of buffers of its own.
   const int64_t workers = std::min<int64_t>(chunks, at::get_num_threads());
-  const auto& scratch = chunk_buffers(slots.size() * workers, chunk_bytes);
+  const auto& scratch = chunk_buffers(slots.count * workers, chunk_bytes);
   CoreScope core(device, /*pool=*/true, /*rng=*/false);
   trace::Span kernel(
       trace::Kind::Kernel, device, "fused", [&] { return "nc::fused " + plan.name; });
@@ -445,7 +494,7 @@ void run_fused(std::vector<Entry>& entries,
   std::mutex failure_lock;
   std::optional<std::pair<size_t, std::exception_ptr>> failure;
   auto work = [&](int64_t worker) {
-    const at::Tensor* buffers = scratch.data() + slots.size() * worker;
+    const at::Tensor* buffers = scratch.data() + slots.count * worker;
     torch::jit::Stack stack;
     for (int64_t c = next++; c < chunks; c = next++) {
       const int64_t r0 = c * plan.rows_per_chunk;
@@ -491,11 +540,11 @@ void run_fused(std::vector<Entry>& entries,
 }
 
 void execute(std::vector<Entry>& entries,
-    const std::unordered_map<const c10::StorageImpl*, int>& slots, c10::DeviceIndex device,
+    const Slots& slots, c10::DeviceIndex device,
     c10::ScalarType dtype, c10::IntArrayRef sizes) {
   // A lone op whose result was dropped and released (a run cut short) still runs, for its
   // errors, into a chunk buffer.
-  if (entries.size() > 1 || !slots.empty()) {
+  if (entries.size() > 1 || slots.count > 0) {
     run_fused(entries, slots, device, dtype, sizes);
     return;
   }
@@ -562,11 +611,7 @@ bool decline() {
 c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
     const torch::jit::Stack& stack, size_t first, c10::IntArrayRef shape, bool strided) {
   if (!strided) {
-    c10::SmallVector<int64_t, 5> strides(shape.size(), 1);
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-      strides[d] = strides[d + 1] * std::max<int64_t>(shape[d + 1], 1);
-    }
-    return strides;
+    return c10::contiguous_strides(shape);
   }
   torch::jit::Stack meta;
   for (size_t i = first; i < stack.size(); ++i) {
@@ -584,7 +629,7 @@ c10::SmallVector<int64_t, 5> result_strides(const c10::OperatorHandle& op,
 }
 
 // The shape of the result, which the tensor operands broadcast to, if the op can be queued:
-// its self is a neuron tensor of a fusable dtype, the result is large enough to be worth it,
+// its self is a neuron tensor of a fusable dtype, the result spans more than one chunk,
 // and every operand is one a chunk of the run can read.
 std::optional<c10::SmallVector<int64_t, 5>> queueable_shape(
     const Fusion& f, const torch::jit::Stack& stack, size_t first) {
@@ -601,7 +646,9 @@ std::optional<c10::SmallVector<int64_t, 5>> queueable_shape(
       return std::nullopt;
     }
   }
-  if (shape.empty() || c10::multiply_integers(shape) * self.itemsize() < kMinBytes) {
+  // A run of one chunk calls each op's kernel once on the whole tensor, as eager does: only
+  // ops on more than a chunk can gain from fusion, and recording costs the others time.
+  if (shape.empty() || c10::multiply_integers(shape) * self.itemsize() <= kChunkBytes) {
     return std::nullopt;
   }
   for (size_t i = first; i < stack.size(); ++i) {

@@ -81,7 +81,7 @@ def compiled():
 
 def elementwise():
     """A chain of elementwise ops, which adaptive eager execution fuses when it is on."""
-    x = torch.randn(256, 256, device=device)
+    x = torch.randn(1024, 512, device=device)
     return ((x * 2 + 1).tanh() * x).sum().item()
 
 
