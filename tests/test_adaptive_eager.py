@@ -32,6 +32,7 @@ QUEUED = CHUNK + 512
 def sizes(dtype):
     return [(rows * 4 // dtype.itemsize, cols) for rows, cols in FLOAT32_SIZES]
 
+
 FUSABLE = list(zip(*op_policy.fusable_ops()))
 LONG_RUN = int(os.environ.get("FUZZ_EXAMPLES", "0"))
 # Masks (`condition` arguments) are the chain's first tensors as bool, x > 0: as an attention
