@@ -278,6 +278,7 @@ struct Slots {
 // that uses it. An op after that reuses the slot, as eager's allocator would reuse the freed
 // block: a chain then works in two or three buffers that stay in the core's cache.
 Slots dropped_results(const Queue& q, const std::vector<Entry>& entries) {
+  // Each dropped result's last use; a result is written before any op of the run reads it.
   std::unordered_map<const c10::StorageImpl*, size_t> last_use;
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
@@ -288,21 +289,16 @@ Slots dropped_results(const Queue& q, const std::vector<Entry>& entries) {
         last_use.emplace(storage, i);
       }
     }
-  }
-  Slots slots;
-  std::vector<int> unused;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const auto& args = entries[i].args;
-    for (const auto& v : args) {
-      if (!v.isTensor()) {
-        continue;
-      }
-      auto it = last_use.find(v.toTensor().storage().unsafeGetStorageImpl());
+    for (const auto& v : e.args) {
+      auto it = v.isTensor() ? last_use.find(v.toTensor().storage().unsafeGetStorageImpl())
+                             : last_use.end();
       if (it != last_use.end()) {
         it->second = i;
       }
     }
   }
+  Slots slots;
+  std::vector<int> unused;
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     if (!e.fusion->inplace) {
@@ -403,8 +399,8 @@ struct Operands {
   bool flat = true;
 };
 
-Operands operands_of(const std::vector<Entry>& entries,
-    const Slots& slots, c10::IntArrayRef sizes) {
+Operands operands_of(
+    const std::vector<Entry>& entries, const Slots& slots, c10::IntArrayRef sizes) {
   Operands ops;
   for (const auto& e : entries) {
     ops.first.push_back(ops.all.size());
@@ -466,8 +462,7 @@ const std::vector<at::Tensor>& chunk_buffers(size_t count, size_t bytes) {
   return buffers;
 }
 
-void run_fused(std::vector<Entry>& entries,
-    const Slots& slots, c10::DeviceIndex device,
+void run_fused(std::vector<Entry>& entries, const Slots& slots, c10::DeviceIndex device,
     c10::ScalarType dtype, c10::IntArrayRef sizes) {
   const int64_t numel = c10::multiply_integers(sizes);
   const Operands ops = operands_of(entries, slots, sizes);
@@ -539,8 +534,7 @@ void run_fused(std::vector<Entry>& entries,
   }
 }
 
-void execute(std::vector<Entry>& entries,
-    const Slots& slots, c10::DeviceIndex device,
+void execute(std::vector<Entry>& entries, const Slots& slots, c10::DeviceIndex device,
     c10::ScalarType dtype, c10::IntArrayRef sizes) {
   // A lone op whose result was dropped and released (a run cut short) still runs, for its
   // errors, into a chunk buffer.
