@@ -178,8 +178,8 @@ bool chunked_by_rows(const at::Tensor& t, c10::IntArrayRef shape) {
 
 // Everything the queue needs to know about a tensor argument of an op whose result has `shape`,
 // checked without any lock.
-bool eligible_tensor(const at::Tensor& t, const at::Tensor& self, c10::IntArrayRef shape,
-    bool written, bool mask) {
+bool eligible_tensor(
+    const at::Tensor& t, const at::Tensor& self, c10::IntArrayRef shape, bool written, bool mask) {
   if (!t.defined() || t.is_conj() || t.is_neg() || c10::isComplexType(t.scalar_type())) {
     return false;
   }
@@ -499,8 +499,7 @@ void run_fused(std::vector<Entry>& entries, const Slots& slots, c10::DeviceIndex
         const size_t n = entries[i].args.size();
         for (size_t k = 0; k < n; ++k) {
           const auto& o = ops.all[ops.first[i] + k];
-          stack.emplace_back(
-              o.chunked ? c10::IValue(chunk_of(o, r0, r1, buffers)) : o.whole);
+          stack.emplace_back(o.chunked ? c10::IValue(chunk_of(o, r0, r1, buffers)) : o.whole);
         }
         try {
           entries[i].fusion->out_op->redispatchBoxed(cpu, &stack);
@@ -648,9 +647,8 @@ std::optional<c10::SmallVector<int64_t, 5>> queueable_shape(
   for (size_t i = first; i < stack.size(); ++i) {
     const auto& v = stack[i];
     const bool mask = (f.masks >> (i - first)) & 1;
-    if (v.isTensor()
-            ? !eligible_tensor(v.toTensor(), self, shape, i == first && f.inplace, mask)
-            : (v.isList() || v.isComplexDouble())) {
+    if (v.isTensor() ? !eligible_tensor(v.toTensor(), self, shape, i == first && f.inplace, mask)
+                     : (v.isList() || v.isComplexDouble())) {
       return std::nullopt;
     }
   }
