@@ -104,15 +104,23 @@ class _Timeline:
 
     def __init__(self):
         self.starts, self.ends = [], []
+        # duration -> a time before which no gap fits it. Placing only ever shrinks gaps, so
+        # the bound holds for good, and a search for the same duration starts there instead
+        # of walking again the gaps it found too short (instructions ready at 0, as loads of
+        # kernel inputs are, would walk the whole timeline).
+        self.no_fit_before = {}
 
     def place(self, ready, duration):
         """Start time of a ``duration``-long instruction that may not start before ``ready``."""
         starts, ends = self.starts, self.ends
-        start = ready
-        j = bisect.bisect_right(ends, ready)
+        floor = self.no_fit_before.get(duration, 0.0)
+        start = max(ready, floor)
+        j = bisect.bisect_right(ends, start)
         while j < len(starts) and start + duration > starts[j]:
             start = max(start, ends[j])
             j += 1
+        if ready <= floor:
+            self.no_fit_before[duration] = start
         end = start + duration
         if j > 0 and ends[j - 1] >= start:
             j -= 1

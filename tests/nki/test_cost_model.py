@@ -8,6 +8,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nki import cost_model
+from nki._src import cost_model as cost_model_impl
 from nki._src import targets
 from nki._src.cost_model import instruction_ns
 from nki._src.trace import Instr
@@ -259,3 +260,31 @@ def test_dma_stays_active_until_its_data_is_visible():
     )
     assert rep.active_us["vector"] == rep.busy_us["vector"]
     assert "active" in str(rep)
+
+
+def _earliest_fit(busy, ready, duration):
+    """The first start at or after ``ready`` where ``duration`` overlaps no busy interval, the
+    intervals that touch counting as one (so nothing starts where one ends and another begins)."""
+    merged = []
+    for s, e in sorted(busy):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    for start in sorted({ready, *(e for _, e in merged if e > ready)}):
+        if all(start + duration <= s or start >= e for s, e in merged):
+            return start
+    raise AssertionError("unreachable: after the last interval everything fits")
+
+
+def test_each_instruction_goes_into_the_earliest_gap_that_fits():
+    # Repeated durations and early ready times are the cases the timeline's search skips
+    # ahead for; every placement must still be the first fit over all intervals placed.
+    rng = np.random.default_rng(3)
+    timeline, busy = cost_model_impl._Timeline(), []
+    for _ in range(600):
+        duration = float(rng.choice([0.0, 1.0, 2.5, 4.0, rng.uniform(0.5, 6.0)]))
+        ready = float(rng.choice([0.0, rng.uniform(0.0, 300.0)]))
+        want = _earliest_fit(busy, ready, duration)
+        assert timeline.place(ready, duration) == want
+        busy.append((want, want + duration))
