@@ -8,9 +8,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nki import cost_model
-from nki._src import cost_model as cost_model_impl
 from nki._src import targets
-from nki._src.cost_model import instruction_ns
+from nki._src.cost_model import _Timeline, instruction_ns
 from nki._src.trace import Instr
 
 
@@ -281,7 +280,7 @@ def test_each_instruction_goes_into_the_earliest_gap_that_fits():
     # Repeated durations and early ready times are the cases the timeline's search skips
     # ahead for; every placement must still be the first fit over all intervals placed.
     rng = np.random.default_rng(3)
-    timeline, busy = cost_model_impl._Timeline(), []
+    timeline, busy = _Timeline(), []
     for _ in range(600):
         duration = float(rng.choice([0.0, 1.0, 2.5, 4.0, rng.uniform(0.5, 6.0)]))
         ready = float(rng.choice([0.0, rng.uniform(0.0, 300.0)]))
